@@ -1,0 +1,43 @@
+// CPU references (host only). Tensors are contiguous (B, S, H, D); lse is (B, Hq, Sq).
+#pragma once
+
+#include <vector>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::ref {
+
+struct Problem {
+  int b = 1, sq = 1, sk = 1, hq = 1, hkv = 1, d = 64;
+  bool causal = false;
+  double scale = 0.0;  // 0 means 1/sqrt(d)
+  double effective_scale() const;
+};
+
+// Exact attention with fp64 accumulation: the yardstick every kernel is measured against.
+void attention_fp64(const Problem& pr, const double* q, const double* k, const double* v,
+                    double* out, double* lse);
+
+// The tiled online-softmax algorithm the kernels run (running max, rescale, exp2 with the
+// scale folded, final normalisation, partial-tile and fully-masked-row handling), in fp64,
+// with the block sizes as parameters.
+void attention_tiled(const Problem& pr, int block_m, int block_n, const double* q,
+                     const double* k, const double* v, double* out, double* lse);
+
+// Naive attention in the input precision (scores, probabilities and output rounded to
+// `dtype`, fp32 accumulation): the "out_lowp" of the correctness rule.
+void attention_lowp(const Problem& pr, DType dtype, const double* q, const double* k,
+                    const double* v, double* out);
+
+// Rounds to the nearest value representable in `dtype` (fp16 / bf16 / fp32).
+double round_to(DType dtype, double x);
+
+// The correctness rule of DESIGN.md: max|out-ref| <= 2*max|lowp-ref| + atol.
+struct RuleResult {
+  double err = 0, lowp_err = 0, bound = 0;
+  bool pass = false;
+};
+RuleResult check_rule(const std::vector<double>& out, const std::vector<double>& ref,
+                      const std::vector<double>& lowp, double atol);
+
+}  // namespace flashattn::ref

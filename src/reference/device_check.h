@@ -1,0 +1,34 @@
+// Device-side helpers shared by the GPU tests and flashattn-bench: random inputs, NaN
+// poisoning, and the DESIGN.md correctness rule evaluated against the GPU references.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::check {
+
+// Uniform in [mean - half_range, mean + half_range], from a counter hash (reproducible).
+void fill_random(void* ptr, DType dt, int64_t n, uint64_t seed, float mean, float half_range,
+                 cudaStream_t s);
+// Fills 16-bit or fp32 storage with NaN so an unwritten output cannot pass a check.
+void poison(void* ptr, DType dt, int64_t n, cudaStream_t s);
+
+struct Report {
+  bool pass = false;
+  double out_err = 0, out_lowp_err = 0, out_bound = 0;
+  double lse_err = 0, lse_lowp_err = 0, lse_bound = 0;
+  bool lse_checked = false;
+  std::string message;  // empty on success; the reason otherwise
+};
+
+// Compares args.out (and args.lse) written by the call under test with the fp32 GPU reference
+// and the input-precision reference, under max|out-ref| <= 2 max|lowp-ref| + atol.
+Report check_against_reference(const ForwardArgs& args, cudaStream_t s);
+
+// Default absolute tolerance of the rule for a dtype.
+double default_atol(DType dt);
+
+}  // namespace flashattn::check

@@ -1,0 +1,130 @@
+// Naive GPU reference: one block per (query row, head, batch), fp32 accumulation, 64-bit
+// offsets, correct for every shape the API accepts. Speed is not a goal; obviousness is.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "api/backends.h"
+
+namespace flashattn::detail {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxHeadDim = 256;
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+__device__ float block_max(float x, float* red) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kThreads / 32; ++w) r = fmaxf(r, red[w]);
+  __syncthreads();
+  return r;
+}
+
+__device__ float block_sum(float x, float* red) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+  __syncthreads();
+  float r = 0.f;
+  for (int w = 0; w < kThreads / 32; ++w) r += red[w];
+  __syncthreads();
+  return r;
+}
+
+// kLowp rounds scores and probabilities to T, as attention computed naively in the input
+// precision would: the error yardstick ("out_lowp") of the correctness rule.
+template <typename T, bool kLowp>
+__global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
+  const int64_t i = blockIdx.x;  // query row
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int hk = h / p.h_ratio;
+  const int t = threadIdx.x;
+
+  __shared__ float sQ[kMaxHeadDim];
+  __shared__ float sP[kThreads];
+  __shared__ float red[kThreads / 32];
+
+  const T* q = static_cast<const T*>(p.q) + b * p.q_sb + i * p.q_ss + h * p.q_sh;
+  const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
+  const T* vb = static_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  for (int d = t; d < p.d; d += kThreads) sQ[d] = to_float(q[d]);
+  __syncthreads();
+
+  const int64_t n_keys = p.causal ? causal_key_limit(i, p.sq, p.sk) : p.sk;
+  float m = -INFINITY;  // running max of raw scores
+  float l = 0.f;        // running sum of exp(scale*(s - m))
+  float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};
+
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kThreads) {
+    const int64_t j = j0 + t;
+    float s = -INFINITY;
+    if (j < n_keys) {
+      const T* kr = kb + j * p.k_ss;
+      float dot = 0.f;
+      for (int d = 0; d < p.d; ++d) dot = fmaf(sQ[d], to_float(kr[d]), dot);
+      s = kLowp ? to_float(from_float<T>(dot * p.scale)) / p.scale : dot;
+    }
+    const float m_new = fmaxf(m, block_max(s, red));
+    float pj = (j < n_keys) ? expf(p.scale * (s - m_new)) : 0.f;
+    if (kLowp) pj = to_float(from_float<T>(pj));
+    const float alpha = (m == -INFINITY) ? 0.f : expf(p.scale * (m - m_new));
+    l = l * alpha + block_sum(pj, red);
+    sP[t] = pj;
+    __syncthreads();
+    const int n_here = static_cast<int>(n_keys - j0 < kThreads ? n_keys - j0 : kThreads);
+    for (int c = 0; c * kThreads + t < p.d; ++c) {
+      const int d = c * kThreads + t;
+      float a = acc[c] * alpha;
+      for (int jj = 0; jj < n_here; ++jj) a = fmaf(sP[jj], to_float(vb[(j0 + jj) * p.v_ss + d]), a);
+      acc[c] = a;
+    }
+    __syncthreads();
+    m = m_new;
+  }
+
+  T* o = static_cast<T*>(p.o) + b * p.o_sb + i * p.o_ss + h * p.o_sh;
+  const float inv = l > 0.f ? 1.f / l : 0.f;  // fully masked row: output 0
+  for (int c = 0; c * kThreads + t < p.d; ++c) o[c * kThreads + t] = from_float<T>(acc[c] * inv);
+  if (p.lse != nullptr && t == 0) {
+    p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i] =
+        l > 0.f ? m * p.scale + logf(l) : -INFINITY;
+  }
+}
+
+template <bool kLowp>
+Status launch_reference(const FwdParams& p, cudaStream_t stream) {
+  if (p.d > kMaxHeadDim)
+    return {StatusCode::kNotSupported, "backend reference: head dim above 256"};
+  if (p.hq > 65535 || p.b > 65535)
+    return {StatusCode::kNotSupported, "backend reference: heads or batch above 65535"};
+  const dim3 grid(static_cast<unsigned>(p.sq), static_cast<unsigned>(p.hq),
+                  static_cast<unsigned>(p.b));
+  if (p.dtype == ElemType::kFloat16)
+    reference_fwd_kernel<__half, kLowp><<<grid, kThreads, 0, stream>>>(p);
+  else
+    reference_fwd_kernel<__nv_bfloat16, kLowp><<<grid, kThreads, 0, stream>>>(p);
+  return check_launch("reference kernel launch");
+}
+
+}  // namespace
+
+Status reference_forward(const FwdParams& p, cudaStream_t stream) {
+  return launch_reference<false>(p, stream);
+}
+
+Status reference_forward_lowp(const FwdParams& p, cudaStream_t stream) {
+  return launch_reference<true>(p, stream);
+}
+
+}  // namespace flashattn::detail

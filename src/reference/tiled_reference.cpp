@@ -1,0 +1,91 @@
+// fp64 model of the kernels' tiled online softmax. It follows the kernel's order of work,
+// so a disagreement with attention_fp64 points at the algorithm, not at rounding.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "reference/cpu_reference.h"
+
+namespace flashattn::ref {
+
+void attention_tiled(const Problem& pr, int block_m, int block_n, const double* q,
+                     const double* k, const double* v, double* out, double* lse) {
+  constexpr double kLog2e = 1.4426950408889634074;
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  const double scale_log2 = pr.effective_scale() * kLog2e;  // folded into one FMA per score
+  const int ratio = pr.hq / pr.hkv;
+  const int D = pr.d;
+  auto at = [D](const double* t, int b, int s, int h, int seqlen, int heads) {
+    return t + ((int64_t(b) * seqlen + s) * heads + h) * D;
+  };
+  std::vector<double> S(size_t(block_m) * block_n), acc(size_t(block_m) * D), m(block_m), l(block_m);
+
+  for (int b = 0; b < pr.b; ++b)
+    for (int h = 0; h < pr.hq; ++h) {
+      const int hk = h / ratio;
+      for (int m0 = 0; m0 < pr.sq; m0 += block_m) {
+        const int rows = std::min(block_m, pr.sq - m0);
+        std::fill(m.begin(), m.end(), kNegInf);
+        std::fill(l.begin(), l.end(), 0.0);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        // Causal: the last row of the block bounds the key tiles that can be visible.
+        int64_t n_end = pr.sk;
+        if (pr.causal) n_end = std::clamp<int64_t>(int64_t(m0 + rows - 1) + pr.sk - pr.sq + 1, 0, pr.sk);
+        const int64_t n_tiles = (n_end + block_n - 1) / block_n;
+        for (int64_t t = 0; t < n_tiles; ++t) {
+          const int n0 = int(t * block_n);
+          for (int r = 0; r < rows; ++r) {
+            const int i = m0 + r;
+            const int64_t limit = pr.causal ? int64_t(i) + pr.sk - pr.sq : pr.sk - 1;
+            double tile_max = kNegInf;
+            for (int c = 0; c < block_n; ++c) {
+              const int j = n0 + c;
+              double s = kNegInf;  // partial tile or masked: -inf before the max
+              if (j < pr.sk && j <= limit) {
+                s = 0;
+                const double* qr = at(q, b, i, h, pr.sq, pr.hq);
+                const double* kr = at(k, b, j, hk, pr.sk, pr.hkv);
+                for (int d = 0; d < D; ++d) s += qr[d] * kr[d];
+              }
+              S[size_t(r) * block_n + c] = s;
+              tile_max = std::max(tile_max, s);
+            }
+            const double m_new = std::max(m[r], tile_max);
+            if (m_new == kNegInf) continue;  // every key so far masked: nothing to add
+            const double m_scaled = m_new * scale_log2;
+            const double alpha = m[r] == kNegInf ? 0.0 : std::exp2(m[r] * scale_log2 - m_scaled);
+            double rowsum = 0;
+            for (int c = 0; c < block_n; ++c) {
+              double& s = S[size_t(r) * block_n + c];
+              s = s == kNegInf ? 0.0 : std::exp2(std::fma(s, scale_log2, -m_scaled));
+              rowsum += s;
+            }
+            l[r] = l[r] * alpha + rowsum;
+            double* a = &acc[size_t(r) * D];
+            for (int d = 0; d < D; ++d) a[d] *= alpha;
+            for (int c = 0; c < block_n; ++c) {
+              const int j = n0 + c;
+              const double p = S[size_t(r) * block_n + c];
+              if (p == 0.0) continue;
+              const double* vr = at(v, b, j, hk, pr.sk, pr.hkv);
+              for (int d = 0; d < D; ++d) a[d] += p * vr[d];
+            }
+            m[r] = m_new;
+          }
+        }
+        for (int r = 0; r < rows; ++r) {
+          const int i = m0 + r;
+          const double inv = l[r] > 0 ? 1.0 / l[r] : 0.0;  // fully masked row: 0
+          double* o = const_cast<double*>(at(out, b, i, h, pr.sq, pr.hq));
+          for (int d = 0; d < D; ++d) o[d] = acc[size_t(r) * D + d] * inv;
+          if (lse)
+            lse[(int64_t(b) * pr.hq + h) * pr.sq + i] =
+                l[r] > 0 ? (m[r] * scale_log2 + std::log2(l[r])) / kLog2e : kNegInf;
+        }
+      }
+    }
+}
+
+}  // namespace flashattn::ref

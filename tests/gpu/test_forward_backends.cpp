@@ -1,0 +1,104 @@
+// Every fast backend, through the public API, against the GPU references on the awkward grid
+// (DESIGN.md rule, lse included), outputs poisoned, including strided views of packed qkv.
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_util.h"
+
+using namespace flashattn;
+using namespace flashattn::testing;
+
+namespace {
+
+struct Case {
+  int b, sq, sk, hq, hkv, d;
+  bool causal;
+  DType dt;
+  bool packed = false;  // q, k, v are slices of one (B, S, 3, H, D) tensor (needs sq == sk, hq == hkv)
+};
+
+std::string name(const Case& c) {
+  return "b" + std::to_string(c.b) + "_sq" + std::to_string(c.sq) + "_sk" + std::to_string(c.sk) +
+         "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv) + "_d" + std::to_string(c.d) +
+         (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
+         (c.packed ? "_packed" : "");
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << name(c); }
+
+std::vector<Case> grid() {
+  std::vector<Case> cs;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        cs.push_back({1, 1, 1, 4, 4, d, causal, dt});
+        cs.push_back({2, 17, 17, 8, 2, d, causal, dt});
+        cs.push_back({1, 113, 1000, 4, 1, d, causal, dt});   // Sq < Sk
+        cs.push_back({1, 1000, 113, 8, 8, d, causal, dt});   // Sq > Sk: fully masked rows
+        cs.push_back({1, 4097, 4097, 8, 2, d, causal, dt});
+        cs.push_back({16, 256, 256, 4, 1, d, causal, dt});   // batch 16, MQA
+      }
+  for (int d : {96, 192}) {
+    cs.push_back({1, 1023, 1023, 4, 4, d, true, DType::kBFloat16});
+    cs.push_back({2, 300, 517, 6, 2, d, false, DType::kFloat16});
+  }
+  for (int d : {64, 128, 256}) {
+    cs.push_back({2, 777, 777, 4, 4, d, true, DType::kBFloat16, true});
+    cs.push_back({1, 1000, 1000, 8, 8, d, false, DType::kFloat16, true});
+  }
+  return cs;
+}
+
+class Backends : public ::testing::TestWithParam<std::tuple<Backend, Case>> {};
+
+}  // namespace
+
+TEST_P(Backends, MatchesReference) {
+  FLASHATTN_REQUIRE_GPU();
+  const auto [backend, c] = GetParam();
+  const int64_t nq = int64_t(c.b) * c.sq * c.hq * c.d, nk = int64_t(c.b) * c.sk * c.hkv * c.d;
+  const int64_t nlse = int64_t(c.b) * c.hq * c.sq;
+  DeviceBuffer qkv(c.packed ? 3 * nq * 2 : 16), q(nq * 2), k(nk * 2), v(nk * 2), o(nq * 2), lse(nlse * 4);
+  ForwardArgs a;
+  if (c.packed) {
+    check::fill_random(qkv.ptr, c.dt, 3 * nq, 21 + c.sq, 0.1f, 1.f, nullptr);
+    auto* base = static_cast<char*>(qkv.ptr);
+    for (int i = 0; i < 3; ++i) {
+      TensorRef t = make_contiguous(base + int64_t(i) * c.hq * c.d * 2, c.dt, c.b, c.sq, c.hq, c.d);
+      t.stride[1] = 3 * int64_t(c.hq) * c.d;
+      t.stride[0] = t.stride[1] * c.sq;
+      (i == 0 ? a.q : i == 1 ? a.k : a.v) = t;
+    }
+  } else {
+    check::fill_random(q.ptr, c.dt, nq, 31 + c.sq, 0.1f, 1.f, nullptr);
+    check::fill_random(k.ptr, c.dt, nk, 32 + c.sk, 0.1f, 1.f, nullptr);
+    check::fill_random(v.ptr, c.dt, nk, 33 + c.d, 0.2f, 1.f, nullptr);
+    a.q = make_contiguous(q.ptr, c.dt, c.b, c.sq, c.hq, c.d);
+    a.k = make_contiguous(k.ptr, c.dt, c.b, c.sk, c.hkv, c.d);
+    a.v = make_contiguous(v.ptr, c.dt, c.b, c.sk, c.hkv, c.d);
+  }
+  a.out = make_contiguous(o.ptr, c.dt, c.b, c.sq, c.hq, c.d);
+  a.lse = static_cast<float*>(lse.ptr);
+  a.causal = c.causal;
+  a.backend = backend;
+  Backend chosen;
+  const Status rs = resolve_backend(a, &chosen);
+  if (rs.code() == StatusCode::kNotSupported) GTEST_SKIP() << rs.message();
+  ASSERT_TRUE(rs.ok()) << rs.message();
+  check::poison(o.ptr, c.dt, nq, nullptr);
+  check::poison(lse.ptr, DType::kFloat32, nlse, nullptr);
+  const Status s = forward(a);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const check::Report r = check::check_against_reference(a, nullptr);
+  EXPECT_TRUE(r.pass) << backend_name(chosen) << ": " << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grid, Backends,
+    ::testing::Combine(::testing::Values(Backend::kSm90, Backend::kSm80, Backend::kAuto),
+                       ::testing::ValuesIn(grid())),
+    [](const auto& info) {
+      return std::string(backend_name(std::get<0>(info.param))) + "_" + name(std::get<1>(info.param));
+    });
