@@ -1,0 +1,29 @@
+// ldmatrix wrappers (sm_75+): warp-wide loads of 8x8 b16 matrices from shared memory.
+// Lane l supplies the row address (16 B, 16-B aligned) of row l%8 of matrix l/8; each lane
+// receives, per matrix, the b16 pair at (row lane/4, cols 2*(lane%4)..+1) (transposed for .trans).
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::arch {
+
+// Four 8x8 matrices; r[i] is this lane's fragment of matrix i. smem_addr: shared-window address.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
+// Four 8x8 matrices, each transposed on the way (for row-major B operands such as V).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
+// Generic pointer -> 32-bit shared-window address (for ldmatrix / cp.async operands).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+}  // namespace flashattn::arch

@@ -1,0 +1,209 @@
+// Consumer warpgroup: S = Q K^T (wgmma SS), online softmax in registers, O += P V (wgmma RS,
+// P straight from the S accumulators), then the epilogue. Each consumer group owns 64 rows.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "arch/mbarrier.h"
+#include "arch/named_barrier.h"
+#include "arch/regs.h"
+#include "arch/wgmma.h"
+#include "sm90/kernel_args.h"
+#include "sm90/softmax.h"
+
+namespace flashattn::sm90 {
+
+// wgmma shared-memory descriptor for a 128B-swizzled tile (swizzle code 1 = 128B).
+__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
+}
+
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack_f32x2(float lo, float hi) {
+  if constexpr (kBf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <class Cfg>
+struct Consumer {
+  static constexpr int kS = Cfg::kSRegs;
+  static constexpr int kO = Cfg::kORegs;
+  static constexpr int kP = Cfg::kPSteps;
+
+  PipelineBarriers<Cfg::kStages>& bars;
+  uint32_t smem;
+  int wg;  // consumer warpgroup index (0 or 1)
+
+  float rS[kS];     // (64, kBlockN) scores, then probabilities
+  float rO[kO];     // (64, kHeadDim) running output
+  uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
+
+  __device__ __forceinline__ uint64_t desc_q() const {
+    return make_smem_desc_sw128(smem + Cfg::kSmemQ + wg * 64 * 128, 16, 1024);
+  }
+  __device__ __forceinline__ uint64_t desc_k(int stage) const {
+    return make_smem_desc_sw128(smem + Cfg::kSmemK + stage * Cfg::kKVBytes, 16, 1024);
+  }
+  // V is (keys, d) with d contiguous: MN-major B. LBO steps to the next 64-column box.
+  __device__ __forceinline__ uint64_t desc_v(int stage) const {
+    return make_smem_desc_sw128(smem + Cfg::kSmemV + stage * Cfg::kKVBytes, Cfg::kKVBoxBytes, 1024);
+  }
+
+  __device__ __forceinline__ void issue_qk(int stage) {
+    const uint64_t dq = desc_q(), dk = desc_k(stage);
+    arch::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+      // k16 step: +32 B inside a 128 B swizzled row; every 4 steps, the next box.
+      const uint64_t oa = ((kk / 4) * Cfg::kQBoxBytes + (kk % 4) * 32) >> 4;
+      const uint64_t ob = ((kk / 4) * Cfg::kKVBoxBytes + (kk % 4) * 32) >> 4;
+      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, dq + oa, dk + ob, kk > 0 ? 1u : 0u);
+    }
+    arch::wgmma_commit_group();
+  }
+
+  __device__ __forceinline__ void issue_pv(int stage) {
+    const uint64_t dv = desc_v(stage);
+    arch::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kP; ++kk)
+      arch::wgmma_rs_tnspb<Cfg::kHeadDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 2048) >> 4), 1u);
+    arch::wgmma_commit_group();
+  }
+
+  __device__ __forceinline__ void fence_p() {
+#pragma unroll
+    for (int kk = 0; kk < kP; ++kk) arch::reg_fence(rP[kk]);
+  }
+
+  // P fragment for k-step kk is the accumulator pairs d[8kk+2j], d[8kk+2j+1] (no shuffles).
+  __device__ __forceinline__ void convert_p() {
+#pragma unroll
+    for (int kk = 0; kk < kP; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rP[kk][j] = pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
+  }
+
+  __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < kO; ++i) rO[i] *= alpha[(i >> 1) & 1];
+  }
+
+  // Ping-pong turn: wait until it is this group's turn to issue GEMMs / hand the turn over.
+  __device__ __forceinline__ void turn_begin() {
+    if constexpr (Cfg::kPingPong) {
+      if (wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
+      else arch::named_barrier_sync<kBarPingPongWg1, 256>();
+    }
+  }
+  __device__ __forceinline__ void turn_end() {
+    if constexpr (Cfg::kPingPong) {
+      if (wg == 0) arch::named_barrier_arrive<kBarPingPongWg1, 256>();
+      else arch::named_barrier_arrive<kBarPingPongWg0, 256>();
+    }
+  }
+
+  // One arrival per consumer warp (empty barriers count 8): this warp's wgmma reads are done.
+  __device__ __forceinline__ void release(uint64_t& bar) {
+    if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bar));
+  }
+
+  __device__ __forceinline__ void mask_and_softmax(const AttnMask& mask, OnlineSoftmax<kS>& sm, int n, int m0,
+                                                   int row0, float scale_log2, float (&alpha)[2]) {
+    if (mask.tile_needs_mask(n, m0, Cfg::kBlockN))
+      mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
+    sm.step(rS, scale_log2, alpha);
+  }
+
+  // Runs all key tiles; leaves O unnormalised and the softmax state in `sm`.
+  __device__ __forceinline__ void mainloop(const AttnMask& mask, OnlineSoftmax<kS>& sm, int n_blocks, int m0,
+                                           int row0, float scale_log2) {
+#pragma unroll
+    for (int i = 0; i < kO; ++i) rO[i] = 0.f;
+    if (n_blocks <= 0) return;
+    arch::mbarrier_wait(arch::smem_u32(&bars.q_full), 0);
+    int stage = 0;
+    uint32_t phase = 0;
+    float alpha[2];
+    if constexpr (Cfg::kIntraWarpgroupOverlap) {
+      if (Cfg::kPingPong && wg == 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();  // group 0 goes first
+      // Prologue: S(last tile) and its softmax; no PV yet.
+      int n = n_blocks - 1;
+      arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+      turn_begin();
+      issue_qk(stage);
+      turn_end();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rS);
+      release(bars.k_empty[stage]);
+      mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+      convert_p();
+      int pv_stage = stage;
+      uint32_t pv_phase = phase;
+#pragma unroll 1
+      for (--n; n >= 0; --n) {
+        if (++stage == Cfg::kStages) { stage = 0; phase ^= 1; }
+        arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+        turn_begin();
+        issue_qk(stage);  // S(n) ...
+        arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
+        issue_pv(pv_stage);  // ... and O += P(n+1) V(n+1) back to back
+        turn_end();
+        arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
+        arch::reg_fence(rS);
+        release(bars.k_empty[stage]);
+        mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+        arch::wgmma_wait_group<0>();
+        arch::reg_fence(rO);
+        fence_p();
+        release(bars.v_empty[pv_stage]);
+        rescale_o(alpha);
+        convert_p();
+        pv_stage = stage;
+        pv_phase = phase;
+      }
+      // Tail: PV of the last visited tile.
+      arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
+      turn_begin();
+      issue_pv(pv_stage);
+      turn_end();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rO);
+      fence_p();
+      release(bars.v_empty[pv_stage]);
+      // Group 1 arrived once more on group 0's barrier than group 0 synced; consume it so no
+      // arrival is left pending at exit.
+      if (Cfg::kPingPong && wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
+    } else {
+#pragma unroll 1
+      for (int n = n_blocks - 1; n >= 0; --n) {
+        arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+        issue_qk(stage);
+        arch::wgmma_wait_group<0>();
+        arch::reg_fence(rS);
+        release(bars.k_empty[stage]);
+        mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+        rescale_o(alpha);
+        convert_p();
+        arch::mbarrier_wait(arch::smem_u32(&bars.v_full[stage]), phase);
+        issue_pv(stage);
+        arch::wgmma_wait_group<0>();
+        arch::reg_fence(rO);
+        fence_p();
+        release(bars.v_empty[stage]);
+        if (++stage == Cfg::kStages) { stage = 0; phase ^= 1; }
+      }
+    }
+  }
+};
+
+}  // namespace flashattn::sm90

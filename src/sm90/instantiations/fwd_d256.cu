@@ -1,0 +1,15 @@
+// Head dim 256, fp16 and bf16 (one translation unit per head dim keeps builds parallel).
+#include "sm90/launch_template.h"
+
+namespace flashattn::sm90 {
+
+template <>
+Status run_fwd<256, false>(const detail::FwdParams& p, cudaStream_t s) {
+  return launch_fwd<DefaultConfig<256, false>>(p, s);
+}
+template <>
+Status run_fwd<256, true>(const detail::FwdParams& p, cudaStream_t s) {
+  return launch_fwd<DefaultConfig<256, true>>(p, s);
+}
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,15 @@
+// Head dim 64, fp16 and bf16 (one translation unit per head dim keeps builds parallel).
+#include "sm90/launch_template.h"
+
+namespace flashattn::sm90 {
+
+template <>
+Status run_fwd<64, false>(const detail::FwdParams& p, cudaStream_t s) {
+  return launch_fwd<DefaultConfig<64, false>>(p, s);
+}
+template <>
+Status run_fwd<64, true>(const detail::FwdParams& p, cudaStream_t s) {
+  return launch_fwd<DefaultConfig<64, true>>(p, s);
+}
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,75 @@
+// The sm90 forward kernel: warpgroup 0 produces (TMA), warpgroups 1..2 consume (wgmma + softmax).
+// Grid: (m blocks, Hq, B); m blocks are visited last-first so causal's longest tiles start first.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "arch/mbarrier.h"
+#include "arch/regs.h"
+#include "arch/tma.h"
+#include "sm90/config.h"
+#include "sm90/consumer.h"
+#include "sm90/epilogue.h"
+#include "sm90/kernel_args.h"
+#include "sm90/producer.h"
+#include "sm90/softmax.h"
+
+namespace flashattn::sm90 {
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kNumThreads, 1)
+    sm90_fwd_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                    const __grid_constant__ CUtensorMap tmV, const Sm90FwdArgs args) {
+  // wgmma and setmaxnreg exist only under sm_90a (compute_90a); other device passes get an
+  // empty body (nvcc also runs a preprocessing pass with __CUDA_ARCH__ but no feature macro).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace arch;
+  __shared__ PipelineBarriers<Cfg::kStages> bars;
+  extern __shared__ uint8_t smem_raw[];
+  // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
+  const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
+
+  const int m_block = args.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / args.h_ratio;
+  const int m0 = m_block * Cfg::kBlockM;
+  const AttnMask mask{args.sq, args.sk, args.causal};
+  const int n_blocks = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(smem_u32(&bars.q_full), 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(smem_u32(&bars.k_full[s]), 1);
+      mbarrier_init(smem_u32(&bars.v_full[s]), 1);
+      mbarrier_init(smem_u32(&bars.k_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+      mbarrier_init(smem_u32(&bars.v_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+    }
+    fence_mbarrier_init();
+  }
+  if (threadIdx.x == 32) {
+    prefetch_tensormap(&tmQ);
+    prefetch_tensormap(&tmK);
+    prefetch_tensormap(&tmV);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0 && n_blocks > 0) producer_loop<Cfg>(&tmQ, &tmK, &tmV, bars, smem, m_block, n_blocks, h, hk, b);
+    return;
+  }
+  setmaxnreg_inc<Cfg::kConsumerRegs>();
+  Consumer<Cfg> c{bars, smem, warpgroup - 1};
+  const int t = threadIdx.x % 128;
+  const int row0 = m0 + 64 * c.wg + 16 * (t / 32) + (t % 32) / 4;
+  OnlineSoftmax<Cfg::kSRegs> sm;
+  c.mainloop(mask, sm, n_blocks, m0, row0, args.scale_log2);
+  epilogue_store<Cfg>(args, c.rO, sm, b, h, row0);
+#endif
+}
+
+}  // namespace flashattn::sm90

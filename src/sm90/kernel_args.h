@@ -1,0 +1,33 @@
+// Device-side arguments of the sm90 forward kernel (the tensor maps travel separately as
+// __grid_constant__ parameters).
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::sm90 {
+
+struct Sm90FwdArgs {
+  void* o;     // (B, Sq, Hq, D), q's dtype
+  float* lse;  // (B, Hq, Sq) fp32 or null
+  int64_t o_sb, o_ss, o_sh;
+  int sq, sk, hq, h_ratio;
+  int num_m_blocks;
+  float scale_log2;
+  bool causal;
+};
+
+// Barrier ids of the named CTA barriers (0 is __syncthreads).
+enum NamedBarrier : int {
+  kBarPingPongWg0 = 1,  // consumer warpgroup 0 may issue its GEMMs
+  kBarPingPongWg1 = 2,  // consumer warpgroup 1 may issue its GEMMs
+};
+
+// The CTA's mbarriers (static smem, 8-byte aligned).
+template <int kStages>
+struct PipelineBarriers {
+  uint64_t q_full;
+  uint64_t k_full[kStages], k_empty[kStages];
+  uint64_t v_full[kStages], v_empty[kStages];
+};
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,95 @@
+// Host side of one configuration: tensor maps, grid, smem opt-in, launch. Included only by
+// instantiations/*.cu so each head dim compiles in its own translation unit.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "api/backends.h"
+#include "sm90/kernel.h"
+
+namespace flashattn::sm90 {
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult st{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &st) !=
+            cudaSuccess ||
+        st != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// (B, S, H, D) tensor with element strides (sb, ss, sh, 1) as a 4-D map {D, S, H, B}; boxes of
+// 64 x rows (one 128 B swizzle span wide). Out-of-bounds rows read as zero.
+inline bool encode_bshd(CUtensorMap* map, const void* ptr, CUtensorMapDataType dt, int b, int s, int h, int d,
+                        int64_t sb, int64_t ss, int64_t sh, int box_rows) {
+  const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)s, (cuuint64_t)h, (cuuint64_t)b};
+  const cuuint64_t strides[3] = {(cuuint64_t)ss * 2, (cuuint64_t)sh * 2, (cuuint64_t)sb * 2};
+  const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  auto enc = tensor_map_encoder();
+  if (enc == nullptr) return false;
+  return enc(map, dt, 4, const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <class Cfg>
+Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
+  using flashattn::StatusCode;
+  const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUtensorMap tmQ, tmK, tmV;
+  // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
+  if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, p.q_sb, p.q_ss, p.q_sh, Cfg::kBlockM) ||
+      !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, p.k_sb, p.k_ss, p.k_sh, Cfg::kBlockN) ||
+      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, p.v_sb, p.v_ss, p.v_sh, Cfg::kBlockN))
+    return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
+
+  Sm90FwdArgs args{};
+  args.o = p.o;
+  args.lse = p.lse;
+  args.o_sb = p.o_sb;
+  args.o_ss = p.o_ss;
+  args.o_sh = p.o_sh;
+  args.sq = p.sq;
+  args.sk = p.sk;
+  args.hq = p.hq;
+  args.h_ratio = p.h_ratio;
+  args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  args.scale_log2 = p.scale_log2;
+  args.causal = p.causal;
+
+  auto kernel = sm90_fwd_kernel<Cfg>;
+  static std::once_flag once;
+  static cudaError_t attr_err = cudaSuccess;
+  std::call_once(once, [&] {
+    attr_err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kDynamicSmemBytes);
+  });
+  if (attr_err != cudaSuccess)
+    return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
+  const dim3 grid(args.num_m_blocks, p.hq, p.b);
+  kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, args);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return {StatusCode::kCudaError, std::string("backend sm90: launch: ") + cudaGetErrorString(err)};
+  return Status::Ok();
+}
+
+// The configuration each (head dim, dtype) dispatches to.
+template <int D, bool Bf16>
+using DefaultConfig = Sm90FwdConfig<D, Sm90TileTable<D>::kBlockN, Sm90TileTable<D>::kStages, Bf16>;
+
+// Defined in instantiations/fwd_d{64,128,256}.cu.
+template <int D, bool Bf16>
+Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm90

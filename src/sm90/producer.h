@@ -1,0 +1,51 @@
+// Producer warp: TMA loads of Q (once) and the K/V ring. K and V of a stage have separate
+// full/empty barriers so QK^T(j) can start on K(j) alone (kSplitKVBarriers).
+#pragma once
+
+#include "arch/mbarrier.h"
+#include "arch/tma.h"
+#include "sm90/kernel_args.h"
+
+namespace flashattn::sm90 {
+
+template <class Cfg>
+__device__ __forceinline__ void producer_loop(const void* tmQ, const void* tmK, const void* tmV,
+                                              PipelineBarriers<Cfg::kStages>& bars, uint32_t smem,
+                                              int m_block, int n_blocks, int h, int hk, int b) {
+  using namespace arch;
+  const uint32_t q_bar = smem_u32(&bars.q_full);
+  mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
+#pragma unroll
+  for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+    tma_load_4d(smem + Cfg::kSmemQ + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
+                m_block * Cfg::kBlockM, h, b);
+
+  // Key tiles are visited from the last to the first so that masked tiles come first.
+  int stage = 0;
+  uint32_t phase = 0;
+#pragma unroll 1
+  for (int n = n_blocks - 1; n >= 0; --n) {
+    const int row = n * Cfg::kBlockN;
+    // A fresh barrier counts as "previous phase complete" for parity 1: the first lap passes.
+    const uint32_t k_full = smem_u32(&bars.k_full[stage]);
+    mbarrier_wait(smem_u32(&bars.k_empty[stage]), phase ^ 1);
+    mbarrier_arrive_expect_tx(k_full, Cfg::kKVBytes);  // full box bytes, even past Sk
+#pragma unroll
+    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+      tma_load_4d(smem + Cfg::kSmemK + stage * Cfg::kKVBytes + c * Cfg::kKVBoxBytes, tmK, k_full,
+                  c * Cfg::kBoxCols, row, hk, b);
+    const uint32_t v_full = smem_u32(&bars.v_full[stage]);
+    mbarrier_wait(smem_u32(&bars.v_empty[stage]), phase ^ 1);
+    mbarrier_arrive_expect_tx(v_full, Cfg::kKVBytes);
+#pragma unroll
+    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+      tma_load_4d(smem + Cfg::kSmemV + stage * Cfg::kKVBytes + c * Cfg::kKVBoxBytes, tmV, v_full,
+                  c * Cfg::kBoxCols, row, hk, b);
+    if (++stage == Cfg::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+}
+
+}  // namespace flashattn::sm90

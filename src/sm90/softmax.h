@@ -1,0 +1,98 @@
+// Online softmax over one consumer warpgroup's S fragment (m64 x BlockN, f32 accumulator layout).
+// Thread (w, g, q) holds rows r0 = 16w+g and r1 = r0+8; element i belongs to row ((i>>1)&1)
+// and column 8*(i>>2) + 2q + (i&1). A row is spread over the 4 threads of a quad.
+#pragma once
+
+#include <cmath>
+
+#include "arch/fast_math.h"
+
+namespace flashattn::sm90 {
+
+template <int kSRegs>
+struct OnlineSoftmax {
+  // Running row max, already multiplied by scale*log2(e) (the exp2 domain). -inf: nothing seen.
+  float row_max[2] = {-INFINITY, -INFINITY};
+  // Per-thread partial row sums; reduced over the quad only once, in finalize().
+  float row_sum[2] = {0.f, 0.f};
+
+  // S <- exp2(S*scale_log2 - new_max) in place; returns in alpha the factor the running O
+  // must be multiplied by (0 while the row had no visible key yet).
+  __device__ __forceinline__ void step(float (&s)[kSRegs], float scale_log2, float (&alpha)[2]) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    float off[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float new_max = fmaxf(row_max[r], mx[r] * scale_log2);
+      // A row with no visible key so far keeps max -inf; subtract 0 so exp2(-inf) = 0, not NaN.
+      off[r] = new_max == -INFINITY ? 0.f : new_max;
+      alpha[r] = arch::ex2_approx_ftz(row_max[r] - off[r]);
+      row_max[r] = new_max;
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      const int r = (i >> 1) & 1;
+      // One FFMA + one MUFU per score: the scale is folded into the exponent.
+      s[i] = arch::ex2_approx_ftz(fmaf(s[i], scale_log2, -off[r]));
+      sum[r] += s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * alpha[r] + sum[r];
+  }
+
+  // Quad-reduces the sums; returns 1/sum per row (0 for a fully masked row) and the natural-log
+  // LSE (-inf for a fully masked row).
+  __device__ __forceinline__ void finalize(float (&inv_sum)[2], float (&lse)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float s = row_sum[r];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      const bool empty = !(s > 0.f);
+      inv_sum[r] = empty ? 0.f : 1.f / s;
+      lse[r] = empty ? -INFINITY : (row_max[r] + __log2f(s)) * 0.69314718055994531f;
+    }
+  }
+};
+
+// Mask policy: no mask / key-length bound / bottom-right causal. Trip counts and the per-tile
+// "needs masking" test live here so the mainloop stays branch-light.
+struct AttnMask {
+  int sq, sk;
+  bool causal;
+
+  // Number of key tiles the CTA's query rows [m0, m0+block_m) need.
+  __device__ __forceinline__ int num_n_blocks(int m0, int block_m, int block_n) const {
+    int keys = sk;
+    if (causal) {
+      const long long lim = (long long)m0 + block_m + (sk - sq);  // last row's limit + 1
+      keys = lim < 0 ? 0 : (lim < sk ? (int)lim : sk);
+    }
+    return (keys + block_n - 1) / block_n;
+  }
+  // True if any element of tile n (for rows >= m0) can be masked.
+  __device__ __forceinline__ bool tile_needs_mask(int n, int m0, int block_n) const {
+    const int end = (n + 1) * block_n;
+    return end > sk || (causal && (long long)end - 1 > (long long)m0 + (sk - sq));
+  }
+  // Sets masked elements of the S fragment to -inf. row0 is this thread's first row, col0 the
+  // tile's first key + 2q.
+  template <int kSRegs>
+  __device__ __forceinline__ void apply(float (&s)[kSRegs], int row0, int col0) const {
+    const int lim0 = causal ? min(sk, max(0, row0 + (sk - sq) + 1)) : sk;
+    const int lim1 = causal ? min(sk, max(0, row0 + 8 + (sk - sq) + 1)) : sk;
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      const int col = col0 + 8 * (i >> 2) + (i & 1);
+      const int lim = ((i >> 1) & 1) ? lim1 : lim0;
+      if (col >= lim) s[i] = -INFINITY;
+    }
+  }
+};
+
+}  // namespace flashattn::sm90

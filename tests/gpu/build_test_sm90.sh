@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the standalone sm90 test driver into build-sm90-test/ (no API layer needed).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=build-sm90-test
+mkdir -p $out
+flags="-std=c++20 -O3 -arch=sm_90a -Isrc -Iinclude -lineinfo --expt-relaxed-constexpr -cudart static"
+pids=()
+for f in src/sm90/launcher.cu src/sm90/instantiations/fwd_d64.cu src/sm90/instantiations/fwd_d128.cu \
+         src/sm90/instantiations/fwd_d256.cu tests/gpu/test_sm90_standalone.cu; do
+  nvcc $flags -Xptxas=-v -c $f -o $out/$(basename $f .cu).o 2> $out/$(basename $f .cu).log &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait $p || rc=1; done
+grep -hE "error|warning|spill|Used|Compiling entry" $out/*.log | grep -v "0 bytes spill stores, 0 bytes spill loads" | sed 's/ptxas info *: //' > $out/ptxas.txt || true
+[ $rc = 0 ] || { cat $out/*.log | grep -iE "error|warning" | head -30; exit 1; }
+nvcc $flags $out/*.o -o $out/test_sm90_standalone
+echo built $out/test_sm90_standalone
