@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The whole device check, run on the GPU machine:
+#   scripts/gpu-check.sh BUILD_DIR OUT_DIR [--sanitize] [--compare] [--no-pytest]
+# Runs the GPU tests, the bench's --check path, the Python suite, and optionally
+# compute-sanitizer on a small grid and bench/compare.py. Logs go to OUT_DIR; a short
+# summary is printed last. GTEST_FILTER narrows the GPU tests.
+set -uo pipefail
+build=${1:?usage: gpu-check.sh BUILD_DIR OUT_DIR [--sanitize] [--compare] [--no-pytest]}
+out=${2:?usage: gpu-check.sh BUILD_DIR OUT_DIR [...]}
+shift 2
+sanitize=0 compare=0 pytest=1
+for a in "$@"; do
+  case $a in
+    --sanitize) sanitize=1 ;; --compare) compare=1 ;; --no-pytest) pytest=0 ;;
+    *) echo "gpu-check: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+summary=()
+fail=0
+note() { summary+=("$1"); }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv >"$out/device.txt" 2>&1
+note "device: $(tail -1 "$out/device.txt")"
+
+"$build/tests/flashattn_gpu_tests" --gtest_brief=1 >"$out/gpu-tests.log" 2>&1
+rc=$?
+passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/gpu-tests.log" | grep -oE '[0-9]+$' || echo 0)
+skipped=$(grep -oE '\[  SKIPPED \] [0-9]+' "$out/gpu-tests.log" | grep -oE '[0-9]+$' || echo 0)
+failed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$out/gpu-tests.log" | grep -oE '[0-9]+' || echo 0)
+note "gpu tests: rc=$rc passed=$passed skipped=$skipped failed=${failed:-0}"
+[ $rc -ne 0 ] && fail=1 && grep -E '^\[  FAILED  \]' "$out/gpu-tests.log" | head -8 | sed 's/^/  /' >>"$out/summary-fail.txt"
+
+bench="$build/tools/bench/flashattn-bench"
+"$bench" --backend reference --check --heads 16 --seqlen 1024 --iters 5 --warmup 1 >"$out/bench-reference.log" 2>&1
+rc=$?; note "bench --backend reference --check: rc=$rc $(grep -E 'Check vs' "$out/bench-reference.log" | cut -c1-40)"
+[ $rc -ne 0 ] && fail=1
+"$bench" --check --json "$out/bench-default.json" >"$out/bench-default.log" 2>&1
+rc=$?; note "bench default (seed shape, auto): rc=$rc $(grep -E 'backend=' "$out/bench-default.log" | grep -oE 'backend=[a-z0-9]+ \([a-z0-9]+\)') $(grep -E 'Compute Performance' "$out/bench-default.log" | tr -s ' ')"
+[ $rc -ne 0 ] && fail=1
+
+if [ $pytest = 1 ] && [ -d tests/python ]; then
+  FLASHATTN_LIBRARY="$build/libflashattn.so" python3 -m pytest -q -x tests/python >"$out/pytest.log" 2>&1
+  rc=$?; note "pytest: rc=$rc $(tail -1 "$out/pytest.log")"
+  [ $rc -ne 0 ] && fail=1
+fi
+
+if [ $sanitize = 1 ]; then
+  filt='Grid/Backends.MatchesReference/sm*_b2_sq17_sk17_*:Grid/Backends.MatchesReference/sm*_b1_sq113_sk1000_*bf16'
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/flashattn_gpu_tests" \
+      --gtest_filter="$filt" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
+    rc=$?; note "compute-sanitizer $tool: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/sanitize-$tool.log" | tail -1)"
+    [ $rc -ne 0 ] && fail=1
+  done
+fi
+
+if [ $compare = 1 ] && [ -f bench/compare.py ]; then
+  FLASHATTN_LIBRARY="$build/libflashattn.so" python3 bench/compare.py --out "$out" >"$out/compare.log" 2>&1
+  rc=$?; note "compare.py: rc=$rc (table in compare.log)"
+  [ $rc -ne 0 ] && fail=1
+fi
+
+echo "== gpu-check summary =="
+printf '%s\n' "${summary[@]}"
+[ -f "$out/summary-fail.txt" ] && cat "$out/summary-fail.txt"
+exit $fail
