@@ -1,0 +1,69 @@
+// Sm80FwdConfig: the traits struct of the Ampere-style forward kernel. Every optimization is a
+// named compile-time flag so an ablation flips a flag; everything else derives from it.
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::sm80 {
+
+template <int HeadDim, int BlockM, int BlockN, int Warps,
+          bool Swizzle = true,       // XOR-swizzle 16-B chunks by row%8 (conflict-free ldmatrix)
+          bool EagerKV = true,       // GMEM->SMEM double buffering: V(n) under QK, K(n-1) under PV
+          int FragSlice = 2,         // k16 steps per SMEM->RF slice; 0 = whole tile at once
+          bool QInRegs = false,      // keep Q's A-fragments resident in registers
+          bool RfDoubleBuffer = false,  // two register stages for ldmatrix slices
+          bool FoldedExp2 = true>    // exp2(s*scale_log2 - m*scale_log2) as one FFMA
+struct Sm80FwdConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kWarps = Warps;
+  static constexpr bool kSwizzle = Swizzle;
+  static constexpr bool kEagerKV = EagerKV;
+  static constexpr int kFragSlice = FragSlice;
+  static constexpr bool kQInRegs = QInRegs;
+  static constexpr bool kRfDoubleBuffer = RfDoubleBuffer;
+  static constexpr bool kFoldedExp2 = FoldedExp2;
+
+  static constexpr int kThreads = kWarps * 32;
+  // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
+  // reads all of K and V.
+  static constexpr int kMTiles = kBlockM / (16 * kWarps);
+  static constexpr int kWarpRows = kMTiles * 16;
+  static constexpr int kNTilesS = kBlockN / 8;     // n8 tiles of S per m-tile
+  static constexpr int kNTilesO = kHeadDim / 8;    // n8 tiles of O per m-tile
+  static constexpr int kKStepsQK = kHeadDim / 16;  // k16 steps of S = Q K^T
+  static constexpr int kKStepsPV = kBlockN / 16;   // k16 steps of O += P V
+  static constexpr int kSliceQK = (kFragSlice == 0 || kFragSlice > kKStepsQK) ? kKStepsQK : kFragSlice;
+  static constexpr int kSlicePV = (kFragSlice == 0 || kFragSlice > kKStepsPV) ? kKStepsPV : kFragSlice;
+  static constexpr int kRfStages = kRfDoubleBuffer ? 2 : 1;
+
+  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-B chunks per smem row
+  static constexpr int kElemBytes = 2;
+  static constexpr int kSmemQ = kBlockM * kHeadDim * kElemBytes;
+  static constexpr int kSmemK = kBlockN * kHeadDim * kElemBytes;
+  static constexpr int kSmemV = kSmemK;
+  static constexpr int kSmemBytes = kSmemQ + kSmemK + kSmemV;
+  // Opt-in shared memory per block: 163 KB on A100, 227 KB on H100/H200.
+  static constexpr int kSmemLimitSm80 = 163 * 1024;
+  static constexpr int kSmemLimitSm90 = 227 * 1024;
+  static constexpr bool kFitsSm80 = kSmemBytes <= kSmemLimitSm80;
+
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256 || kHeadDim == 192,
+                "head dim: the 8-row XOR swizzle needs >= 8 chunks and a multiple of 8 chunks");
+  static_assert(kBlockM % (16 * kWarps) == 0 && kMTiles >= 1, "BlockM must be a multiple of 16*Warps");
+  static_assert(kBlockN % 16 == 0, "BlockN must be a multiple of 16");
+  static_assert(kFragSlice >= 0 && (kFragSlice == 0 || kKStepsPV % kSlicePV == 0),
+                "FragSlice must divide the k16 steps");
+  static_assert(kKStepsQK % kSliceQK == 0, "FragSlice must divide the QK k16 steps");
+  static_assert(!(kRfDoubleBuffer && kFragSlice == 0), "RF double buffering needs a k-slice");
+  static_assert((kBlockM * kChunksPerRow) % kThreads == 0 && (kBlockN * kChunksPerRow) % kThreads == 0,
+                "tile loads must split evenly over threads");
+  static_assert(kThreads % kChunksPerRow == 0 || kChunksPerRow % kThreads == 0, "loader mapping");
+  static_assert(kSmemBytes <= kSmemLimitSm90, "shared memory budget exceeded (227 KB)");
+  // Accumulator registers per thread (O + S); beyond ~200 fp32 the kernel spills.
+  static constexpr int kAccRegs = kMTiles * (kNTilesO + kNTilesS) * 4;
+  static_assert(kAccRegs <= 208, "accumulators alone exceed the register budget");
+};
+
+}  // namespace flashattn::sm80

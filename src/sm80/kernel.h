@@ -1,0 +1,152 @@
+// The sm80 forward kernel (FlashAttention-2 structure): one CTA per (BlockM query rows, q head,
+// batch); warps split the rows; K/V tiles stream through shared memory with cp.async, walked
+// from the last key block to the first so the masked blocks come first.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "arch/cp_async.h"
+#include "arch/ldmatrix.h"
+#include "common/params.h"
+#include "sm80/epilogue.h"
+#include "sm80/smem_tile.h"
+#include "sm80/softmax.h"
+#include "sm80/warp_gemm.h"
+
+namespace flashattn::sm80 {
+
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ detail::FwdParams p) {
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
+  constexpr int kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = arch::smem_u32(smem);
+  const uint32_t sK = sQ + Cfg::kSmemQ;
+  const uint32_t sV = sK + Cfg::kSmemK;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Heaviest (causal) row blocks first.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int kv_head = head / p.h_ratio;
+  const int m0 = m_block * kBM;
+  const int warp_row0 = warp * Cfg::kWarpRows;
+
+  const Elem* gQ = static_cast<const Elem*>(p.q) + batch * p.q_sb + m0 * p.q_ss + head * p.q_sh;
+  const Elem* gK = static_cast<const Elem*>(p.k) + batch * p.k_sb + kv_head * p.k_sh;
+  const Elem* gV = static_cast<const Elem*>(p.v) + batch * p.v_sb + kv_head * p.v_sh;
+  Elem* gO = static_cast<Elem*>(p.o) + batch * p.o_sb + m0 * p.o_ss + head * p.o_sh;
+  float* gLse = p.lse ? p.lse + (static_cast<int64_t>(batch) * p.hq + head) * p.sq + m0 : nullptr;
+  const int rows_valid = min(kBM, p.sq - m0);
+
+  // Key blocks [0, n_end): under the causal mask the last valid row sees keys < row + sk - sq + 1.
+  const int diag = p.sk - p.sq;
+  int n_end = (p.sk + kBN - 1) / kBN;
+  if (p.causal) {
+    const int key_limit = m0 + rows_valid - 1 + diag + 1;
+    n_end = min(n_end, key_limit <= 0 ? 0 : (key_limit + kBN - 1) / kBN);
+  }
+  Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
+  if (n_end == 0) {  // every row of this block is fully masked
+    epi.write_empty(gO, p.o_ss, gLse, rows_valid);
+    return;
+  }
+
+  const TileLoader<Cfg, kBM> q_loader(tid);
+  const TileLoader<Cfg, kBN> kv_loader(tid);
+  const WarpGemm<Cfg> gemm(warp_row0, lane);
+  const TileMask mask{p.sk, diag, p.causal};
+
+  float rO[kMT][kNO][4];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) rO[mt][nt][e] = 0.f;
+  OnlineSoftmax<Cfg> softmax;
+  uint32_t rQres[Cfg::kQInRegs ? Cfg::kKStepsQK : 1][kMT][4];
+
+  auto load_k = [&](int n) {
+    kv_loader.load(sK, gK + static_cast<int64_t>(n) * kBN * p.k_ss, p.k_ss, p.sk - n * kBN);
+    arch::cp_async_commit();
+  };
+  auto load_v = [&](int n) {
+    kv_loader.load(sV, gV + static_cast<int64_t>(n) * kBN * p.v_ss, p.v_ss, p.sk - n * kBN);
+    arch::cp_async_commit();
+  };
+
+  q_loader.load(sQ, gQ, p.q_ss, rows_valid);
+  arch::cp_async_commit();
+  if constexpr (Cfg::kEagerKV) load_k(n_end - 1);
+  if constexpr (Cfg::kQInRegs) {
+    arch::cp_async_wait<Cfg::kEagerKV ? 1 : 0>();
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kKStepsQK; ++ks) gemm.load_q(rQres[ks], sQ, ks);
+  }
+
+  // One key block. kMask: this block needs the causal / key-length mask.
+  auto iteration = [&](int n, auto mask_tag) {
+    constexpr bool kMask = decltype(mask_tag)::value;
+    float rS[kMT][kNS][4];
+    if constexpr (Cfg::kEagerKV) {
+      arch::cp_async_wait<0>();  // K(n) (and Q) landed; V(n+1) was consumed last iteration
+      __syncthreads();
+      load_v(n);
+      gemm.template qk<kBf16>(rS, sQ, sK, rQres);
+      arch::cp_async_wait<0>();  // V(n) landed; every warp is done with K(n)
+      __syncthreads();
+      if (n > 0) load_k(n - 1);
+    } else {
+      load_k(n);
+      arch::cp_async_wait<0>();
+      __syncthreads();
+      gemm.template qk<kBf16>(rS, sQ, sK, rQres);
+      load_v(n);
+    }
+    if constexpr (kMask) {
+      mask.template apply<kMT, kNS, 16>(rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
+    }
+    softmax.step(rS, rO, p.scale_log2);
+    uint32_t rP[Cfg::kKStepsPV][kMT][4];
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kKStepsPV; ++ks)
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        rP[ks][mt][0] = pack_elem2<Elem>(rS[mt][2 * ks][0], rS[mt][2 * ks][1]);
+        rP[ks][mt][1] = pack_elem2<Elem>(rS[mt][2 * ks][2], rS[mt][2 * ks][3]);
+        rP[ks][mt][2] = pack_elem2<Elem>(rS[mt][2 * ks + 1][0], rS[mt][2 * ks + 1][1]);
+        rP[ks][mt][3] = pack_elem2<Elem>(rS[mt][2 * ks + 1][2], rS[mt][2 * ks + 1][3]);
+      }
+    if constexpr (!Cfg::kEagerKV) {
+      arch::cp_async_wait<0>();
+      __syncthreads();
+    }
+    gemm.template pv<kBf16>(rO, rP, sV);
+    if constexpr (!Cfg::kEagerKV) __syncthreads();  // K/V buffers are refilled next iteration
+  };
+
+  // Blocks that need the mask: the partial last key block, and (causal) those crossing the
+  // diagonal of the block's first row. Walking down, once one is clean all lower ones are.
+  int n = n_end - 1;
+  for (; n >= 0; --n) {
+    const bool need = (n + 1) * kBN > p.sk || (p.causal && (n + 1) * kBN - 1 > m0 + diag);
+    if (!need) break;
+    iteration(n, std::true_type{});
+  }
+  for (; n >= 0; --n) iteration(n, std::false_type{});
+
+  float inv[kMT][2], lse[kMT][2];
+  softmax.finalize(inv, lse, p.scale_log2);
+  epi.write(rO, inv, lse, gO, p.o_ss, gLse, rows_valid);
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,121 @@
+// sm80 family entry points: supports() / forward(), dispatching through the tuned table
+// (tuned_table.inc) to one instantiated kernel (registry.h).
+#include <cuda_runtime.h>
+
+#include <array>
+#include <mutex>
+#include <string>
+
+#include "api/backends.h"
+#include "sm80/registry.h"
+
+namespace flashattn::detail {
+namespace {
+
+using sm80::KernelEntry;
+
+struct TunedRow {
+  int sm;
+  ElemType dtype;
+  int head_dim;
+  bool causal;
+  int block_m, block_n, warps, frag_slice;
+  bool q_in_regs, rf_double_buffer;
+};
+
+[[maybe_unused]] constexpr ElemType kFloat16 = ElemType::kFloat16;
+[[maybe_unused]] constexpr ElemType kBFloat16 = ElemType::kBFloat16;
+
+constexpr TunedRow kTuned[] = {
+#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, bm, bn, w, sl, qr, db) {sm, dt, d, causal, bm, bn, w, sl, qr, db},
+#include "sm80/tuned_table.inc"
+#undef FLASHATTN_SM80_TUNED
+    {0, kFloat16, 0, false, 0, 0, 0, 0, false, false},  // sentinel
+};
+
+// Defaults for devices the table does not know (or before tuning); each is spill-free and fits
+// A100's 163 KB of shared memory.
+TunedRow default_row(int head_dim) {
+  switch (head_dim) {
+    case 64: return {0, kFloat16, 64, false, 128, 64, 4, 2, false, false};
+    case 128: return {0, kFloat16, 128, false, 128, 64, 8, 2, false, false};
+    default: return {0, kFloat16, 256, false, 64, 64, 4, 2, false, false};
+  }
+}
+
+int device_sm() {
+  static std::array<int, 64> cache{};
+  static std::mutex mu;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return -1;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache[dev] == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    cache[dev] = major * 10 + minor;
+  }
+  return cache[dev];
+}
+
+const KernelEntry* find_kernel(const TunedRow& r, ElemType dt) {
+  for (const KernelEntry& e : sm80::library_kernels()) {
+    if (e.dtype == dt && e.same_tuning(r.head_dim, r.block_m, r.block_n, r.warps, r.frag_slice, r.q_in_regs,
+                                       r.rf_double_buffer))
+      return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner).
+const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
+  for (const TunedRow& r : kTuned) {
+    if (r.sm == sm && r.dtype == p.dtype && r.head_dim == p.d && r.causal == p.causal) {
+      if (const KernelEntry* e = find_kernel(r, p.dtype)) return e;
+    }
+  }
+  return find_kernel(default_row(p.d), p.dtype);
+}
+
+bool sm80_built() { return true; }
+
+Status sm80_supports(const FwdParams& p) {
+  if (p.d != 64 && p.d != 128 && p.d != 256) {
+    return {StatusCode::kNotSupported, "backend sm80: head dim " + std::to_string(p.d) +
+                                           " not instantiated (have 64, 128, 256)"};
+  }
+  if (p.dtype != ElemType::kFloat16 && p.dtype != ElemType::kBFloat16) {
+    return {StatusCode::kNotSupported, "backend sm80: dtype must be float16 or bfloat16"};
+  }
+  if (!(p.scale > 0.f)) {
+    return {StatusCode::kNotSupported, "backend sm80: softmax_scale must be positive"};
+  }
+  if (p.hq > 65535 || p.b > 65535) {
+    return {StatusCode::kNotSupported, "backend sm80: heads and batch must be at most 65535 (grid y/z)"};
+  }
+  return Status::Ok();
+}
+
+Status sm80_forward(const FwdParams& p, cudaStream_t stream) {
+  Status st = sm80_supports(p);
+  if (!st.ok()) return st;
+  const int sm = device_sm();
+  if (sm < 0) return {StatusCode::kNoDevice, "backend sm80: no CUDA device"};
+  if (sm < 80) {
+    return {StatusCode::kNotSupported, "backend sm80: needs compute capability 8.0 or newer (device is sm_" +
+                                           std::to_string(sm) + ")"};
+  }
+  const KernelEntry* e = sm80_select(p, sm);
+  if (e == nullptr) return {StatusCode::kInternal, "backend sm80: no kernel for the default configuration"};
+  return sm80::launch_entry(*e, p, stream);
+}
+
+}  // namespace flashattn::detail

@@ -1,0 +1,48 @@
+// The list of instantiated sm80 kernels and the name / launch helpers of the registry.
+#include "sm80/registry.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <vector>
+
+namespace flashattn::sm80 {
+
+std::span<const KernelEntry> kernels_d64();
+std::span<const KernelEntry> kernels_d128();
+std::span<const KernelEntry> kernels_d256();
+
+std::span<const KernelEntry> library_kernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> v;
+    for (auto s : {kernels_d64(), kernels_d128(), kernels_d256()}) v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }();
+  return all;
+}
+
+std::string KernelEntry::name() const {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s_%s", head_dim, block_m, block_n, warps, frag_slice,
+                q_in_regs ? "_q" : "", rf_double_buffer ? "_db" : "", swizzle ? "" : "_nosw",
+                eager_kv ? "" : "_lazykv", folded_exp2 ? "" : "_unfolded",
+                dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
+  return buf;
+}
+
+Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream) {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {StatusCode::kNoDevice, "backend sm80: cannot query the current device"};
+  }
+  if (e.smem_bytes > optin) {
+    return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " needs " +
+                                           std::to_string(e.smem_bytes) + " B shared memory, device allows " +
+                                           std::to_string(optin)};
+  }
+  return e.launch(p, stream);
+}
+
+}  // namespace flashattn::sm80

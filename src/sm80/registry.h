@@ -1,0 +1,48 @@
+// The instantiated sm80 kernels: one entry per (config, dtype), each with its launch function.
+// Dispatch (launcher.cu) and the tuner (tools/tune) pick from this list.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <span>
+#include <string>
+
+#include "common/params.h"
+#include "flashattn/flashattn.h"
+
+namespace flashattn::sm80 {
+
+using LaunchFn = Status (*)(const detail::FwdParams&, cudaStream_t);
+
+struct KernelEntry {
+  int head_dim, block_m, block_n, warps;
+  int frag_slice;
+  bool q_in_regs, rf_double_buffer;
+  bool swizzle, eager_kv, folded_exp2;
+  detail::ElemType dtype;
+  int smem_bytes;
+  LaunchFn launch;
+
+  // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
+  // "_lazykv", "_unfolded" for the ablation switches that are off.
+  std::string name() const;
+  // The block shape and RF knobs the tuned table names (dtype, ablation switches excluded).
+  bool same_tuning(int d, int bm, int bn, int w, int slice, bool qregs, bool db) const {
+    return head_dim == d && block_m == bm && block_n == bn && warps == w && frag_slice == slice &&
+           q_in_regs == qregs && rf_double_buffer == db && swizzle && eager_kv && folded_exp2;
+  }
+};
+
+// Kernels built into the library (the tuning candidates).
+std::span<const KernelEntry> library_kernels();
+
+// Launches entry `e` for `p` (checks the shared-memory opt-in limit of the current device).
+Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm80
+
+namespace flashattn::detail {
+// The kernel sm80_forward would launch for `p` on a device of capability `sm` (major*10+minor):
+// the tuned table's entry, else the head dim's default. Null if neither is instantiated.
+const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm);
+}  // namespace flashattn::detail

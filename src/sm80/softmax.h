@@ -1,0 +1,139 @@
+// Online softmax of the sm80 forward kernel, on the mma C-fragment layout: in m tile mt a lane
+// holds rows lane/4 (elements 0,1) and lane/4+8 (elements 2,3) of every n8 tile; a row is
+// spread over the 4 lanes of a quad. Row statistics live in the log2 domain.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "arch/ex2.h"
+
+namespace flashattn::sm80 {
+
+// Causal (bottom-right) and key-length masking for one (BlockM, BlockN) tile.
+struct TileMask {
+  int sk;           // keys
+  int diag_offset;  // sk - sq: query i sees key j iff j <= i + diag_offset
+  bool causal;
+
+  // Sets masked scores to -inf. row0: global query row of (mt=0, lane/4); col0: key of n tile 0, col 0.
+  template <int kMT, int kNS, int kWarpRowStride>
+  __device__ __forceinline__ void apply(float (&rS)[kMT][kNS][4], int row0, int col0) const {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + mt * kWarpRowStride + h * 8;
+        const int limit = causal ? min(sk, row + diag_offset + 1) : sk;  // keys < limit visible
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            if (col0 + nt * 8 + j >= limit) rS[mt][nt][2 * h + j] = -INFINITY;
+          }
+        }
+      }
+    }
+  }
+};
+
+template <class Cfg>
+struct OnlineSoftmax {
+  static constexpr int kMT = Cfg::kMTiles;
+  // Per (mt, half): running max of the scores (raw when folded, pre-scaled by scale_log2 when
+  // not) and this lane's partial row sum of probabilities.
+  float row_max[kMT][2];
+  float row_sum[kMT][2];
+
+  __device__ __forceinline__ OnlineSoftmax() {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[mt][h] = -INFINITY;
+        row_sum[mt][h] = 0.f;
+      }
+  }
+
+  __device__ __forceinline__ static float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  }
+  __device__ __forceinline__ static float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+  }
+
+  // Turns scores rS into unnormalized probabilities, rescaling rO and the sums to the new max.
+  template <int kNS, int kNO>
+  __device__ __forceinline__ void step(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2) {
+    if constexpr (!Cfg::kFoldedExp2) {
+      // Unfolded: scale every score first (FMUL), then exp2(s - m) (FADD + MUFU).
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rS[mt][nt][e] = __fmul_rn(rS[mt][nt][e], scale_log2);
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
+        mx = quad_max(mx);
+        // Fully masked so far: keep the max at -inf but subtract 0 so exp2(-inf - 0) = 0.
+        float m_sub, alpha;
+        if constexpr (Cfg::kFoldedExp2) {
+          m_sub = mx == -INFINITY ? 0.f : mx * scale_log2;
+          alpha = arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub));
+        } else {
+          m_sub = mx == -INFINITY ? 0.f : mx;
+          alpha = arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
+        }
+        row_max[mt][h] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            float& s = rS[mt][nt][2 * h + j];
+            if constexpr (Cfg::kFoldedExp2) {
+              s = arch::ex2_approx_ftz(fmaf(s, scale_log2, -m_sub));
+            } else {
+              s = arch::ex2_approx_ftz(__fsub_rn(s, m_sub));
+            }
+            sum += s;
+          }
+        }
+        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt) {
+          rO[mt][nt][2 * h] *= alpha;
+          rO[mt][nt][2 * h + 1] *= alpha;
+        }
+      }
+    }
+  }
+
+  // Final per-row normalizers: 1/l (0 for empty rows) and the natural-log LSE (-inf when empty).
+  __device__ __forceinline__ void finalize(float (&inv)[kMT][2], float (&lse)[kMT][2], float scale_log2) const {
+    constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float l = quad_sum(row_sum[mt][h]);
+        const float m = row_max[mt][h];
+        const float m2 = Cfg::kFoldedExp2 ? m * scale_log2 : m;
+        const bool empty = l == 0.f || m == -INFINITY;
+        inv[mt][h] = empty ? 0.f : 1.f / l;
+        lse[mt][h] = empty ? -INFINITY : (m2 + log2f(l)) * kLn2;
+      }
+    }
+  }
+};
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,296 @@
+// flashattn-sm80-tune: correctness sweep, ablation timing, auto-tuning and a timing grid for the
+// sm80 kernel family. Modes (any combination, run in this order):
+//   --check      every library (and ablation) kernel against the GPU reference on awkward shapes
+//   --ablation   times the ablation variants (head dim 128, fp16)
+//   --tune FILE  times every candidate per (dtype, head dim, causal) on the standard grid and
+//                writes the winners as tuned_table.inc rows for this device's sm
+//   --grid       times sm80_forward (tuned dispatch) on the standard grid, CSV to stdout
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/backends.h"
+#include "api/validate.h"
+#include "reference/device_check.h"
+#include "sm80/registry.h"
+
+namespace flashattn::sm80 {
+std::span<const KernelEntry> ablation_kernels();
+}
+
+namespace {
+
+using namespace flashattn;
+using flashattn::detail::ElemType;
+using flashattn::detail::FwdParams;
+using flashattn::sm80::KernelEntry;
+
+struct Shape {
+  int b, sq, sk, hq, hkv, d;
+  bool causal;
+  DType dt;
+};
+
+std::string str(const Shape& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d d%d %s %s", s.b, s.sq, s.sk, s.hq, s.hkv, s.d,
+                s.causal ? "causal" : "full", s.dt == DType::kBFloat16 ? "bf16" : "fp16");
+  return buf;
+}
+
+// Device tensors for one shape, freshly randomized (offset mean) and outputs poisoned.
+struct Problem {
+  Shape s;
+  void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+  float* lse = nullptr;
+  ForwardArgs args;
+  FwdParams p;
+  bool ok = false;
+
+  explicit Problem(const Shape& sh, uint64_t seed) : s(sh) {
+    const int64_t nq = int64_t(s.b) * s.sq * s.hq * s.d, nk = int64_t(s.b) * s.sk * s.hkv * s.d;
+    ok = cudaMalloc(&q, nq * 2) == cudaSuccess && cudaMalloc(&k, nk * 2) == cudaSuccess &&
+         cudaMalloc(&v, nk * 2) == cudaSuccess && cudaMalloc(&o, nq * 2) == cudaSuccess &&
+         cudaMalloc(&lse, int64_t(s.b) * s.hq * s.sq * 4) == cudaSuccess;
+    if (!ok) return;
+    check::fill_random(q, s.dt, nq, seed * 3 + 1, 0.3f, 1.0f, nullptr);
+    check::fill_random(k, s.dt, nk, seed * 3 + 2, 0.2f, 1.0f, nullptr);
+    check::fill_random(v, s.dt, nk, seed * 3 + 3, -0.4f, 1.5f, nullptr);
+    args.q = make_contiguous(q, s.dt, s.b, s.sq, s.hq, s.d);
+    args.k = make_contiguous(k, s.dt, s.b, s.sk, s.hkv, s.d);
+    args.v = make_contiguous(v, s.dt, s.b, s.sk, s.hkv, s.d);
+    args.out = make_contiguous(o, s.dt, s.b, s.sq, s.hq, s.d);
+    args.lse = lse;
+    args.causal = s.causal;
+    args.backend = Backend::kSm80;
+    bool empty = false;
+    ok = detail::validate_and_convert(args, &p, &empty).ok() && !empty;
+  }
+  ~Problem() {
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse);
+  }
+  void poison() {
+    check::poison(o, s.dt, int64_t(s.b) * s.sq * s.hq * s.d, nullptr);
+    check::poison(lse, DType::kFloat32, int64_t(s.b) * s.hq * s.sq, nullptr);
+  }
+};
+
+ElemType elem(DType d) { return d == DType::kBFloat16 ? ElemType::kBFloat16 : ElemType::kFloat16; }
+
+double flops(const Shape& s) {
+  double f = 4.0 * s.b * s.hq * double(s.sq) * s.sk * s.d;
+  return (s.causal && s.sq == s.sk) ? f / 2 : f;
+}
+
+// Median milliseconds of `fn` over `iters` launches after `warmup`.
+template <class F>
+double time_ms(F&& fn, int warmup = 3, int iters = 10) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<cudaEvent_t> ev(iters + 1);
+  for (auto& e : ev) cudaEventCreate(&e);
+  cudaEventRecord(ev[0]);
+  for (int i = 0; i < iters; ++i) {
+    fn();
+    cudaEventRecord(ev[i + 1]);
+  }
+  cudaEventSynchronize(ev[iters]);
+  std::vector<float> t(iters);
+  for (int i = 0; i < iters; ++i) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(t.begin(), t.end());
+  return t[iters / 2];
+}
+
+std::vector<Shape> check_shapes(int d, DType dt) {
+  std::vector<Shape> v;
+  for (bool c : {false, true}) {
+    v.push_back({1, 1, 1, 2, 2, d, c, dt});
+    v.push_back({2, 17, 17, 4, 2, d, c, dt});
+    v.push_back({1, 113, 113, 3, 1, d, c, dt});
+    v.push_back({2, 1000, 1000, 2, 2, d, c, dt});
+    v.push_back({1, 113, 1000, 4, 4, d, c, dt});   // sq < sk
+    v.push_back({1, 1000, 113, 2, 1, d, c, dt});   // sq > sk: causal rows fully masked
+    v.push_back({1, 17, 4097, 2, 2, d, c, dt});
+    v.push_back({1, 4097, 4097, 1, 1, d, c, dt});
+    v.push_back({3, 256, 256, 6, 2, d, c, dt});    // full tiles, GQA 3
+  }
+  return v;
+}
+
+int run_check(bool with_ablation) {
+  int fails = 0, runs = 0;
+  uint64_t seed = 1;
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    for (int d : {64, 128, 256}) {
+      for (const Shape& s : check_shapes(d, dt)) {
+        Problem pr(s, seed++);
+        if (!pr.ok) { std::printf("FAIL setup %s\n", str(s).c_str()); ++fails; continue; }
+        std::vector<const KernelEntry*> ks;
+        for (const auto& e : sm80::library_kernels()) ks.push_back(&e);
+        if (with_ablation) for (const auto& e : sm80::ablation_kernels()) ks.push_back(&e);
+        for (const KernelEntry* e : ks) {
+          if (e->head_dim != d || e->dtype != elem(dt)) continue;
+          pr.poison();
+          Status st = sm80::launch_entry(*e, pr.p, nullptr);
+          check::Report r;
+          if (st.ok()) r = check::check_against_reference(pr.args, nullptr);
+          ++runs;
+          const bool pass = st.ok() && r.pass;
+          fails += !pass;
+          if (!pass || s.sq == 4097)
+            std::printf("%s %-34s %-50s out_err %.3g (bound %.3g) lse_err %.3g %s\n", pass ? "ok  " : "FAIL",
+                        e->name().c_str(), str(s).c_str(), r.out_err, r.out_bound, r.lse_err,
+                        st.ok() ? r.message.c_str() : st.message().c_str());
+        }
+        // The public entry point (tuned dispatch) on the same shape.
+        pr.poison();
+        Status st = forward(pr.args, nullptr);
+        check::Report r;
+        if (st.ok()) r = check::check_against_reference(pr.args, nullptr);
+        ++runs;
+        if (!st.ok() || !r.pass) {
+          ++fails;
+          std::printf("FAIL forward(kSm80) %s: %s\n", str(s).c_str(), st.ok() ? r.message.c_str() : st.message().c_str());
+        }
+      }
+    }
+  }
+  const cudaError_t e = cudaDeviceSynchronize();
+  std::printf("check: %d runs, %d failures, cuda: %s\n", runs, fails, cudaGetErrorString(e));
+  return fails == 0 && e == cudaSuccess ? 0 : 1;
+}
+
+int run_ablation() {
+  std::printf("ablation (H=16 D=128 fp16, median ms / TFLOPS)\n");
+  for (bool causal : {false, true}) {
+    for (int seq : {1024, 4096, 16384}) {
+      const Shape s{16384 / seq, seq, seq, 16, 16, 128, causal, DType::kFloat16};
+      Problem pr(s, 7);
+      for (const auto& e : sm80::ablation_kernels()) {
+        Status st = Status::Ok();
+        const double ms = time_ms([&] { st = sm80::launch_entry(e, pr.p, nullptr); });
+        std::printf("ablation,%s,%d,%s,%.4f,%.1f,%s\n", causal ? "causal" : "full", seq, e.name().c_str(), ms,
+                    flops(s) / ms / 1e9, st.ok() ? "" : st.message().c_str());
+      }
+    }
+  }
+  return 0;
+}
+
+int run_tune(const std::string& path) {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, dev);
+  const int sm = major * 10 + minor;
+  std::ofstream out(path);
+  out << "// Tuned by flashattn-sm80-tune on " << prop.name << " (sm " << sm
+      << "): fastest total time over seqlen {1024, 4096, 16384} at 16k tokens, H = 2048 / D.\n";
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    for (int d : {64, 128, 256}) {
+      for (bool causal : {false, true}) {
+        const KernelEntry* best = nullptr;
+        double best_ms = 1e30;
+        std::string line;
+        for (const auto& e : sm80::library_kernels()) {
+          if (e.head_dim != d || e.dtype != elem(dt)) continue;
+          // Correctness gate on an awkward shape first.
+          Problem small({2, 300, 333, 4, 2, d, causal, dt}, 11);
+          small.poison();
+          Status st = sm80::launch_entry(e, small.p, nullptr);
+          if (!st.ok() || !check::check_against_reference(small.args, nullptr).pass) {
+            std::printf("tune: %s rejected (%s)\n", e.name().c_str(), st.ok() ? "wrong result" : st.message().c_str());
+            continue;
+          }
+          double total = 0;
+          for (int seq : {1024, 4096, 16384}) {
+            Problem pr({16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt}, 5);
+            total += time_ms([&] { (void)sm80::launch_entry(e, pr.p, nullptr); });
+          }
+          std::printf("tune,%s,%d,%s,%s,%.4f\n", dt == DType::kBFloat16 ? "bf16" : "fp16", d,
+                      causal ? "causal" : "full", e.name().c_str(), total);
+          if (total < best_ms) { best_ms = total; best = &e; }
+        }
+        if (best == nullptr) continue;
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %s, %s)  // %s %.3f ms\n",
+                      sm, dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false",
+                      best->block_m, best->block_n, best->warps, best->frag_slice, best->q_in_regs ? "true" : "false",
+                      best->rf_double_buffer ? "true" : "false", best->name().c_str(), best_ms);
+        out << buf;
+        std::printf("best: %s", buf);
+      }
+    }
+  }
+  return 0;
+}
+
+int run_grid() {
+  std::printf("grid,dtype,d,causal,seqlen,batch,heads,kernel,ms,tflops\n");
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    for (int d : {64, 128, 256}) {
+      for (bool causal : {false, true}) {
+        for (int seq : {512, 1024, 2048, 4096, 8192, 16384}) {
+          const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt};
+          Problem pr(s, 3);
+          const KernelEntry* e = detail::sm80_select(pr.p, major * 10 + minor);
+          Status st = Status::Ok();
+          const double ms = time_ms([&] { st = detail::sm80_forward(pr.p, nullptr); }, 5, 20);
+          std::printf("grid,%s,%d,%s,%d,%d,%d,%s,%.4f,%.1f%s\n", dt == DType::kBFloat16 ? "bf16" : "fp16", d,
+                      causal ? "causal" : "full", seq, s.b, s.hq, e ? e->name().c_str() : "?", ms,
+                      flops(s) / ms / 1e9, st.ok() ? "" : st.message().c_str());
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool check = false, ablation = false, grid = false, abl_check = false;
+  std::string tune;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--check") check = true;
+    else if (a == "--check-ablation") check = abl_check = true;
+    else if (a == "--ablation") ablation = true;
+    else if (a == "--grid") grid = true;
+    else if (a == "--tune" && i + 1 < argc) tune = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid]\n", argv[0]);
+      return 2;
+    }
+  }
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::fprintf(stderr, "flashattn-sm80-tune: no CUDA device\n");
+    return 3;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  int drv = 0;
+  cudaDriverGetVersion(&drv);
+  std::printf("device: %s (sm %d%d), %d SMs, driver API %d\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, drv);
+  int rc = 0;
+  if (check) rc |= run_check(abl_check);
+  if (ablation) rc |= run_ablation();
+  if (!tune.empty()) rc |= run_tune(tune);
+  if (grid) rc |= run_grid();
+  std::fflush(stdout);
+  return rc;
+}
