@@ -1,0 +1,202 @@
+"""ctypes binding of the flashattn C ABI (include/flashattn/flashattn_c.h).
+
+Pure Python + ctypes: nothing here imports torch, so users without PyTorch can still
+locate the library, read its version and call flashattn_forward on raw device pointers.
+
+Library search order (first hit wins):
+  1. $FLASHATTN_LIBRARY (an explicit path always overrides);
+  2. libflashattn.so next to this package (copied there by `pip install ./python`);
+  3. the repository's build folder (<repo>/build/libflashattn.so) for in-tree use.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+from typing import Optional, Sequence
+
+__all__ = [
+    "FlashattnTensor", "Status", "DType", "Backend", "BACKENDS", "find_library", "load_library",
+    "library_version", "last_error", "forward", "resolve_backend", "make_tensor", "raise_for_status",
+]
+
+LIBRARY_ENV = "FLASHATTN_LIBRARY"
+_LIB_NAMES = ("libflashattn.so", "libflashattn.so.0")
+
+
+class Status:
+    OK = 0
+    INVALID_ARGUMENT = 1
+    NOT_SUPPORTED = 2
+    NO_DEVICE = 3
+    CUDA_ERROR = 4
+    INTERNAL = 5
+
+
+class DType:
+    FP16 = 0
+    BF16 = 1
+    FP32 = 2
+
+
+class Backend:
+    AUTO = 0
+    SM90 = 1
+    SM80 = 2
+    REFERENCE = 3
+
+
+BACKENDS = {"auto": Backend.AUTO, "sm90": Backend.SM90, "sm80": Backend.SM80,
+            "reference": Backend.REFERENCE}
+BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
+
+
+class FlashattnTensor(ctypes.Structure):
+    """flashattn_tensor_t: base pointer, dtype, (B, S, H, D) shape and strides in elements."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64 * 4),
+    ]
+
+
+def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
+                stride: Sequence[int]) -> FlashattnTensor:
+    if len(shape) != 4 or len(stride) != 4:
+        raise ValueError("flashattn tensors are 4-D (B, S, H, D)")
+    t = FlashattnTensor()
+    t.data = ctypes.c_void_p(int(data_ptr))
+    t.dtype = int(dtype)
+    for i in range(4):
+        t.shape[i] = int(shape[i])
+        t.stride[i] = int(stride[i])
+    return t
+
+
+def _candidates():
+    env = os.environ.get(LIBRARY_ENV)
+    if env:
+        yield Path(env), True
+    here = Path(__file__).resolve().parent
+    for name in _LIB_NAMES:
+        yield here / name, False
+    repo = here.parent.parent  # <repo>/python/flashattn -> <repo>
+    for name in _LIB_NAMES:
+        yield repo / "build" / name, False
+
+
+def find_library() -> Path:
+    """Path of libflashattn.so that load_library() would use; FileNotFoundError if none."""
+    tried = []
+    for path, explicit in _candidates():
+        if path.is_file():
+            return path
+        tried.append(str(path))
+        if explicit:
+            raise FileNotFoundError(
+                f"{LIBRARY_ENV}={path} does not name an existing file")
+    raise FileNotFoundError(
+        "libflashattn.so not found; build it (cmake --preset default && cmake --build --preset "
+        f"default) or set {LIBRARY_ENV}. Looked in: " + ", ".join(tried))
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+
+
+def load_library() -> ctypes.CDLL:
+    """Load libflashattn once (thread-safe) and declare the C signatures."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        lib = ctypes.CDLL(str(find_library()))
+        tp = ctypes.POINTER(FlashattnTensor)
+        lib.flashattn_forward.argtypes = [tp, tp, tp, tp, ctypes.c_void_p, ctypes.c_float,
+                                          ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        lib.flashattn_forward.restype = ctypes.c_int
+        lib.flashattn_resolve_backend.argtypes = [tp, tp, tp, tp, ctypes.c_void_p, ctypes.c_float,
+                                                  ctypes.c_int, ctypes.c_int,
+                                                  ctypes.POINTER(ctypes.c_int)]
+        lib.flashattn_resolve_backend.restype = ctypes.c_int
+        lib.flashattn_last_error.argtypes = []
+        lib.flashattn_last_error.restype = ctypes.c_char_p
+        lib.flashattn_version.argtypes = []
+        lib.flashattn_version.restype = ctypes.c_char_p
+        _lib = lib
+        return lib
+
+
+def library_version() -> str:
+    """Version string compiled into libflashattn (flashattn_version())."""
+    return load_library().flashattn_version().decode()
+
+
+def last_error() -> str:
+    """Message of the last failed call on this thread (flashattn_last_error())."""
+    msg = load_library().flashattn_last_error()
+    return msg.decode(errors="replace") if msg else ""
+
+
+class FlashAttnCudaError(RuntimeError):
+    """A CUDA error reported by libflashattn (status 4)."""
+
+
+def raise_for_status(rc: int, what: str = "flashattn_forward") -> None:
+    """Map a flashattn_status_t to a Python exception carrying the library's message."""
+    if rc == Status.OK:
+        return
+    msg = f"{what}: {last_error()}"
+    if rc == Status.INVALID_ARGUMENT:
+        raise ValueError(msg)
+    if rc == Status.NOT_SUPPORTED:
+        raise NotImplementedError(msg)
+    if rc == Status.CUDA_ERROR:
+        raise FlashAttnCudaError(msg)
+    if rc == Status.NO_DEVICE:
+        raise RuntimeError(msg)
+    raise RuntimeError(f"{msg} (status {rc})")
+
+
+def _backend_id(backend) -> int:
+    if isinstance(backend, str):
+        try:
+            return BACKENDS[backend.lower()]
+        except KeyError:
+            raise ValueError(f"backend: unknown name {backend!r} (one of {sorted(BACKENDS)})") \
+                from None
+    return int(backend)
+
+
+def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: FlashattnTensor,
+            lse_ptr: int = 0, softmax_scale: float = 0.0, causal: bool = False,
+            backend="auto", stream: int = 0) -> None:
+    """flashattn_forward on raw descriptors; raises on a non-zero status.
+
+    lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer, or 0 for none.
+    softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 = legacy default).
+    """
+    lib = load_library()
+    rc = lib.flashattn_forward(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v),
+                               ctypes.byref(out), ctypes.c_void_p(int(lse_ptr) or None),
+                               ctypes.c_float(softmax_scale), int(bool(causal)),
+                               _backend_id(backend), ctypes.c_void_p(int(stream) or None))
+    raise_for_status(rc, "flashattn_forward")
+
+
+def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
+                    out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
+                    causal: bool = False, backend="auto") -> str:
+    """Name of the backend flashattn_forward would run for these arguments."""
+    lib = load_library()
+    chosen = ctypes.c_int(-1)
+    rc = lib.flashattn_resolve_backend(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v),
+                                       ctypes.byref(out), ctypes.c_void_p(int(lse_ptr) or None),
+                                       ctypes.c_float(softmax_scale), int(bool(causal)),
+                                       _backend_id(backend), ctypes.byref(chosen))
+    raise_for_status(rc, "flashattn_resolve_backend")
+    return BACKEND_NAMES.get(chosen.value, str(chosen.value))
