@@ -1,0 +1,132 @@
+"""The package without torch: locating and loading libflashattn, version, C ABI error paths.
+
+These run on any machine where libflashattn.so has been built (no GPU, no torch needed):
+argument validation happens in the library before it looks for a device.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import flashattn
+from flashattn import c_api
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _have_library():
+    try:
+        c_api.find_library()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+needs_lib = pytest.mark.skipif(not _have_library(),
+                               reason="libflashattn.so not built (cmake --build --preset default)")
+
+
+def test_package_version():
+    assert flashattn.__version__ == "0.1.0"
+
+
+@needs_lib
+def test_library_version_matches_package():
+    assert flashattn.library_version() == flashattn.__version__
+
+
+def test_import_without_torch_reports_version():
+    # Hide torch from the interpreter: importing must still work and report the version.
+    code = textwrap.dedent("""
+        import sys
+        class _NoTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ImportError("torch hidden for this test")
+                return None
+        sys.meta_path.insert(0, _NoTorch())
+        import flashattn
+        assert not flashattn.HAS_TORCH
+        assert "torch" not in sys.modules
+        print(flashattn.__version__)
+        try:
+            flashattn.flash_attn_func(None, None, None)
+        except ImportError as e:
+            assert "PyTorch" in str(e)
+        else:
+            raise SystemExit("flash_attn_func without torch did not raise ImportError")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(Path(flashattn.__file__).parent.parent))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == flashattn.__version__
+
+
+def test_import_compiles_nothing():
+    pkg = Path(flashattn.__file__).parent
+    assert not any(p.suffix in (".cu", ".cpp", ".c") for p in pkg.iterdir())
+    src = "".join(p.read_text() for p in pkg.glob("*.py"))
+    for word in ("cpp_extension", "load_inline", "subprocess", "nvcc"):
+        assert word not in src, word
+
+
+def test_env_override_must_exist(monkeypatch):
+    monkeypatch.setenv("FLASHATTN_LIBRARY", "/nonexistent/libflashattn.so")
+    with pytest.raises(FileNotFoundError, match="FLASHATTN_LIBRARY"):
+        c_api.find_library()
+
+
+@needs_lib
+def test_env_override_is_used(monkeypatch):
+    lib = c_api.find_library()
+    monkeypatch.setenv("FLASHATTN_LIBRARY", str(lib.resolve()))
+    assert c_api.find_library() == lib.resolve()
+
+
+def _host_tensor(dtype, shape, buf=None):
+    n = shape[0] * shape[1] * shape[2] * shape[3]
+    buf = buf if buf is not None else (ctypes.c_uint16 * (n + 8))()
+    addr = ctypes.addressof(buf)
+    addr += (-addr) % 16
+    stride = (shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1)
+    return c_api.make_tensor(addr, dtype, shape, stride), buf
+
+
+@needs_lib
+def test_c_abi_null_pointer_is_value_error():
+    t = c_api.make_tensor(0, c_api.DType.FP16, (1, 4, 2, 64), (512, 128, 64, 1))
+    with pytest.raises(ValueError, match="q: null data pointer"):
+        c_api.forward(t, t, t, t)
+
+
+@needs_lib
+def test_c_abi_float32_is_value_error():
+    t, _buf = _host_tensor(c_api.DType.FP32, (1, 4, 2, 64))
+    with pytest.raises(ValueError, match="unsupported dtype float32"):
+        c_api.forward(t, t, t, t)
+
+
+@needs_lib
+def test_c_abi_head_dim_80_is_value_error():
+    t, _buf = _host_tensor(c_api.DType.BF16, (1, 4, 2, 80))
+    with pytest.raises(ValueError, match="head dim 80"):
+        c_api.forward(t, t, t, t)
+
+
+@needs_lib
+def test_c_abi_mismatched_heads_is_value_error():
+    q, _b1 = _host_tensor(c_api.DType.FP16, (1, 4, 6, 64))
+    k, _b2 = _host_tensor(c_api.DType.FP16, (1, 4, 4, 64))
+    with pytest.raises(ValueError, match="must divide"):
+        c_api.forward(q, k, k, q)
+
+
+@needs_lib
+def test_c_abi_unknown_backend_name():
+    t, _buf = _host_tensor(c_api.DType.FP16, (1, 4, 2, 64))
+    with pytest.raises(ValueError, match="backend"):
+        c_api.forward(t, t, t, t, backend="sm70")
