@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Side-by-side forward benchmark: flashattn vs cuDNN vs FlashAttention-2 (PyTorch SDPA backends).
+
+For every point of the standard grid (batch*seqlen = 16k tokens, H = 2048/D, D in {64,128,256},
+seqlen 512..16k, causal and not, bf16) plus the seed shape (B=1, H=64, S=1024, D=128, fp16,
+non-causal), it first checks our output against an fp32 torch reference
+(max|out-ref| <= 2*max|out_lowp-ref| + atol, lse too); a wrong point is marked FAIL and not timed.
+Then it times ours, cuDNN and FA2 on the same tensors in this process with
+triton.testing.do_bench medians, prints a table, and writes JSON + a bar chart PNG to --out.
+
+FLOPs = 4*B*H*Sq*Sk*D, halved for causal (Sq == Sk).
+
+    python bench/compare.py                  # full grid, backend auto, docs/perf/
+    python bench/compare.py --quick          # a few points
+    python bench/compare.py --backend sm90 --dims 128 --seqlens 1024,4096 --causal no
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+try:
+    import flashattn  # installed package
+except ImportError:
+    sys.path.insert(0, str(REPO / "python"))
+    import flashattn
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+ATOL = {torch.float16: 2e-4, torch.bfloat16: 1e-3}
+LSE_ATOL = 1e-3
+
+
+# ----------------------------------------------------------------------------- environment
+
+def _driver_version():
+    try:
+        v = ctypes.c_int()
+        ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+        return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+    except OSError:
+        return None
+
+
+def _nvidia_smi():
+    if not shutil.which("nvidia-smi"):
+        return {}
+    fields = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader",
+                              "-i", str(torch.cuda.current_device())],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    vals = [x.strip() for x in out.split(",")]
+    return dict(zip(fields.split(","), vals)) if len(vals) == len(fields.split(",")) else {}
+
+
+def environment():
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    smi = _nvidia_smi()
+    try:
+        lib = str(flashattn.find_library())
+        libver = flashattn.library_version()
+    except (OSError, FileNotFoundError) as e:
+        lib, libver = f"not found: {e}", None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "sms": props.multi_processor_count,
+        "driver": smi.get("driver_version") or _driver_version(),
+        "cuda_driver_api": _driver_version(),
+        "clocks": {k: v for k, v in smi.items() if k != "driver_version"},
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "flashattn": flashattn.__version__,
+        "libflashattn": libver,
+        "libflashattn_path": lib,
+    }
+
+
+# ----------------------------------------------------------------------------- reference
+
+def _ref_chunk(q, k, v, causal, dtype):
+    """q (b, h, Sq, D), k/v (b, h, Sk, D) -> out (b, h, Sq, D) in dtype, lse (b, h, Sq) fp32."""
+    Sq, Sk, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    s = torch.matmul(q.to(dtype), k.to(dtype).transpose(-1, -2)) * (1.0 / math.sqrt(D))
+    if causal:
+        i = torch.arange(Sq, device=q.device)[:, None]
+        j = torch.arange(Sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + (Sk - Sq), float("-inf"))
+    lse = torch.logsumexp(s.float(), dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0).to(dtype)
+    return torch.matmul(p, v.to(dtype)), lse
+
+
+def check(out, lse, q, k, v, causal, budget_bytes=2 << 30):
+    """Errors of out/lse vs the fp32 reference next to the low-precision naive yardstick,
+    computed in (batch, head) chunks so 16k-long rows fit in memory."""
+    B, Sq, H, D = q.shape
+    Sk = k.shape[1]
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    ot = out.transpose(1, 2)
+    per_head = Sq * Sk * 4 * 3  # fp32 scores + probabilities + slack
+    hc = max(1, min(H, budget_bytes // per_head))
+    err = lowp_err = lse_err = lse_lowp_err = 0.0
+    for b in range(B):
+        for h0 in range(0, H, hc):
+            sl = (slice(b, b + 1), slice(h0, h0 + hc))
+            ref, lse_ref = _ref_chunk(qt[sl], kt[sl], vt[sl], causal, torch.float32)
+            low, lse_low = _ref_chunk(qt[sl], kt[sl], vt[sl], causal, q.dtype)
+            err = max(err, (ot[sl].float() - ref).abs().max().item())
+            lowp_err = max(lowp_err, (low.float() - ref).abs().max().item())
+            lse_err = max(lse_err, _inf_safe_err(lse[sl], lse_ref))
+            lse_lowp_err = max(lse_lowp_err, _inf_safe_err(lse_low, lse_ref))
+            del ref, low, lse_ref, lse_low
+    bound = 2 * lowp_err + ATOL[q.dtype]
+    lse_bound = 2 * lse_lowp_err + LSE_ATOL
+    ok = (err <= bound and lse_err <= lse_bound and not torch.isnan(out).any().item())
+    return {"pass": ok, "out_err": err, "out_bound": bound, "lse_err": lse_err,
+            "lse_bound": lse_bound}
+
+
+def _inf_safe_err(a, b):
+    d = torch.where(a == b, torch.zeros_like(a), (a.float() - b.float()).abs())
+    return d.max().item() if d.numel() else 0.0
+
+
+def max_err_vs_ref(out, q, k, v, causal):
+    """max|out - ref_fp32| for an SDPA output (B, S, H, D), chunked like check()."""
+    B, Sq, H, D = q.shape
+    Sk = k.shape[1]
+    qt, kt, vt, ot = (t.transpose(1, 2) for t in (q, k, v, out))
+    hc = max(1, min(H, (2 << 30) // (Sq * Sk * 4 * 3)))
+    err = 0.0
+    for b in range(B):
+        for h0 in range(0, H, hc):
+            sl = (slice(b, b + 1), slice(h0, h0 + hc))
+            ref, _ = _ref_chunk(qt[sl], kt[sl], vt[sl], causal, torch.float32)
+            err = max(err, (ot[sl].float() - ref).abs().max().item())
+    return err
+
+
+# ----------------------------------------------------------------------------- timing
+
+def bench_ms(fn, warmup, rep):
+    return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+
+
+def sdpa_fn(backend, qt, kt, vt, causal):
+    def run():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    return run
+
+
+def run_point(pt, args):
+    B, S, H, D, causal, dtype = pt["B"], pt["S"], pt["H"], pt["D"], pt["causal"], pt["dtype"]
+    dt = DTYPES[dtype]
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def rnd():
+        return (torch.randn(B, S, H, D, device="cuda", generator=g) + 0.3).to(dt)
+
+    q, k, v = rnd(), rnd(), rnd()
+    flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
+    row = dict(pt, flops=flops)
+    try:
+        row["resolved"] = flashattn.which_backend(q, k, v, causal=causal, backend=args.backend)
+        out, lse = flashattn.flash_attn_forward(q, k, v, None, causal, backend=args.backend)
+        torch.cuda.synchronize()
+        row["check"] = check(out, lse, q, k, v, causal)
+        row["status"] = "ok" if row["check"]["pass"] else "FAIL"
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        row["status"] = "ERROR"
+        row["error"] = f"{type(e).__name__}: {e}"
+    ours = lambda: flashattn.flash_attn_forward(q, k, v, None, causal, backend=args.backend)  # noqa
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D) views for SDPA
+    for name, fn in (("ours", ours if row["status"] == "ok" else None),
+                     ("cudnn", sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)),
+                     ("fa2", sdpa_fn(SDPBackend.FLASH_ATTENTION, qt, kt, vt, causal))):
+        row[f"{name}_ms"] = row[f"{name}_tflops"] = None
+        if fn is None:
+            continue
+        try:
+            if name != "ours" and args.check_sdpa:
+                o = fn()
+                torch.cuda.synchronize()
+                row[f"{name}_err"] = max_err_vs_ref(o.transpose(1, 2), q, k, v, causal)
+            ms = bench_ms(fn, args.warmup, args.rep)
+            row[f"{name}_ms"] = ms
+            row[f"{name}_tflops"] = flops / (ms * 1e-3) / 1e12
+        except Exception as e:  # an SDPA backend that does not take this shape
+            row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    for other in ("cudnn", "fa2"):
+        a, b = row["ours_tflops"], row[f"{other}_tflops"]
+        row[f"ours_over_{other}"] = a / b if a and b else None
+    del q, k, v
+    torch.cuda.empty_cache()
+    return row
+
+
+# ----------------------------------------------------------------------------- grid / output
+
+def grid(args):
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    pts = []
+    for d in args.dims:
+        for s in args.seqlens:
+            for c in causals:
+                pts.append({"label": "grid", "B": max(1, args.tokens // s), "S": s,
+                            "H": args.hidden // d, "D": d, "causal": c, "dtype": args.dtype})
+    if not args.no_seed:
+        pts.append({"label": "seed", "B": 1, "S": 1024, "H": 64, "D": 128, "causal": False,
+                    "dtype": "fp16"})
+    return pts
+
+
+def fmt(x, spec=".1f"):
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(rows):
+    hdr = (f"{'point':<6} {'dtype':<5} {'D':>4} {'S':>6} {'B':>3} {'H':>3} {'causal':<6} "
+           f"{'backend':<9} {'ours':>7} {'cuDNN':>7} {'FA2':>7} {'/cuDNN':>7} {'/FA2':>6}  status")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        print(f"{r['label']:<6} {r['dtype']:<5} {r['D']:>4} {r['S']:>6} {r['B']:>3} {r['H']:>3} "
+              f"{'yes' if r['causal'] else 'no':<6} {r.get('resolved', '-'):<9} "
+              f"{fmt(r['ours_tflops']):>7} {fmt(r['cudnn_tflops']):>7} {fmt(r['fa2_tflops']):>7} "
+              f"{fmt(r['ours_over_cudnn'], '.2f'):>7} {fmt(r['ours_over_fa2'], '.2f'):>6}  "
+              f"{r['status']}" + (f" ({r['error']})" if r.get("error") else "")
+              + (f" err {r['check']['out_err']:.2e} > {r['check']['out_bound']:.2e} / lse "
+                 f"{r['check']['lse_err']:.2e} > {r['check']['lse_bound']:.2e}"
+                 if r["status"] == "FAIL" else ""))
+    print("(TFLOPS; ratios are ours / theirs; do_bench medians)")
+
+
+def plot(rows, env, path, backend):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {}
+    for r in rows:
+        key = (r["label"], r["dtype"], r["D"], r["causal"])
+        groups.setdefault(key, []).append(r)
+    keys = sorted(groups, key=lambda k: (k[0] != "grid", k[2], k[3]))
+    ncol = 2
+    nrow = max(1, math.ceil(len(keys) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.5 * ncol, 3.3 * nrow), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        rs = sorted(groups[key], key=lambda r: r["S"])
+        xs = range(len(rs))
+        w = 0.27
+        for i, (name, col) in enumerate((("ours", "#d62728"), ("cudnn", "#1f77b4"),
+                                         ("fa2", "#7f7f7f"))):
+            vals = [r[f"{name}_tflops"] or 0.0 for r in rs]
+            bars = ax.bar([x + (i - 1) * w for x in xs], vals, w,
+                          label={"ours": f"flashattn ({backend})", "cudnn": "cuDNN",
+                                 "fa2": "FA2 (SDPA)"}[name], color=col)
+            for bar, val in zip(bars, vals):
+                if val:
+                    ax.annotate(f"{val:.0f}", (bar.get_x() + bar.get_width() / 2, val),
+                                ha="center", va="bottom", fontsize=6)
+        for x, r in zip(xs, rs):
+            if r["status"] != "ok":
+                ax.annotate(r["status"], (x, 0), ha="center", va="bottom", fontsize=7,
+                            color="red")
+        label, dtype, d, causal = key
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"{r['S'] // 1024}k" if r["S"] >= 1024 else str(r["S"]) for r in rs])
+        ax.set_title(f"{label}: {dtype} D={d} {'causal' if causal else 'non-causal'}"
+                     + (f" B={rs[0]['B']} H={rs[0]['H']}" if label == "seed" else ""),
+                     fontsize=9)
+        ax.set_xlabel("seqlen")
+        ax.set_ylabel("TFLOPS")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    fig.suptitle(f"forward TFLOPS on {env['device']} (driver {env['driver']}, torch "
+                 f"{env['torch']}, cuDNN {env['cudnn']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", default="auto", choices=["auto", "sm90", "sm80", "reference"])
+    ap.add_argument("--dims", type=ints, default=[64, 128, 256])
+    ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--tokens", type=int, default=16384, help="batch * seqlen")
+    ap.add_argument("--hidden", type=int, default=2048, help="H * D")
+    ap.add_argument("--no-seed", action="store_true", help="leave out the seed shape")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few points: D=128, seqlen 1k and 4k, causal and not, plus the seed")
+    ap.add_argument("--warmup", type=int, default=25, help="do_bench warmup (ms)")
+    ap.add_argument("--rep", type=int, default=100, help="do_bench repetitions (ms)")
+    ap.add_argument("--check-sdpa", action="store_true",
+                    help="also report cuDNN's and FA2's max error vs the fp32 reference")
+    ap.add_argument("--out", default=str(REPO / "docs" / "perf"), help="output folder")
+    ap.add_argument("--name", default=None, help="file stem (default compare-<backend>[-quick])")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.dims, args.seqlens = [128], [1024, 4096]
+
+    if not torch.cuda.is_available():
+        print("compare.py: no CUDA device", file=sys.stderr)
+        return 2
+    env = environment()
+    print(f"device   {env['device']} (sm_{env['capability'].replace('.', '')}, "
+          f"{env['sms']} SMs)  driver {env['driver']}  clocks {env['clocks'] or 'n/a'}")
+    print(f"torch    {env['torch']} (CUDA {env['torch_cuda']})  cuDNN {env['cudnn']}  "
+          f"triton {env['triton']}")
+    print(f"flashattn {env['flashattn']} lib {env['libflashattn']} ({env['libflashattn_path']})"
+          f"  backend {args.backend}")
+    print()
+
+    rows = []
+    for pt in grid(args):
+        r = run_point(pt, args)
+        rows.append(r)
+        print(f"  {r['label']} {r['dtype']} D={r['D']} S={r['S']} causal={int(r['causal'])}: "
+              f"{r['status']} ours {fmt(r['ours_tflops'])} cuDNN {fmt(r['cudnn_tflops'])} "
+              f"FA2 {fmt(r['fa2_tflops'])}", flush=True)
+    print()
+    print_table(rows)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = args.name or f"compare-{args.backend}" + ("-quick" if args.quick else "")
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "name")}
+    (out / f"{stem}.json").write_text(json.dumps(
+        {"env": env, "settings": settings,
+         "flops": "4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
+         "timer": "triton.testing.do_bench median (ms)", "rows": rows}, indent=1))
+    try:
+        plot(rows, env, out / f"{stem}.png", args.backend)
+    except ImportError as e:
+        print(f"no plot: {e}")
+    print(f"\nwrote {out / (stem + '.json')} and {out / (stem + '.png')}")
+    return 1 if any(r["status"] != "ok" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
