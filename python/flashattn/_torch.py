@@ -5,7 +5,6 @@ Imported by flashattn/__init__.py only when torch is importable. Nothing here co
 the op calls libflashattn through ctypes on torch.cuda.current_stream() and never syncs the
 host, so it works under torch.compile(fullgraph=True) and inside CUDA-graph capture.
 """
-from __future__ import annotations
 
 from typing import Tuple, Union
 
