@@ -164,11 +164,10 @@ def raise_for_status(rc: int, what: str = "flashattn_forward") -> None:
 
 def _backend_id(backend) -> int:
     if isinstance(backend, str):
-        try:
-            return BACKENDS[backend.lower()]
-        except KeyError:
-            raise ValueError(f"backend: unknown name {backend!r} (one of {sorted(BACKENDS)})") \
-                from None
+        b = BACKENDS.get(backend.lower())
+        if b is None:
+            raise ValueError(f"backend: unknown name {backend!r} (one of {sorted(BACKENDS)})")
+        return b
     return int(backend)
 
 
