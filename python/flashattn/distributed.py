@@ -424,8 +424,7 @@ def _ring_rank_steps(q, k, v, transport, causal: bool, softmax_scale, attn_fn: A
             yield step
             transport.wait()
             k, v = k_next, v_next
-    lse = lse_acc.to(torch.float32) if acc_dtype == torch.float32 else lse_acc
-    return out_acc.to(q.dtype), lse
+    return out_acc.to(q.dtype), lse_acc  # lse: float32 (float64 for float64 inputs)
 
 
 def _run_to_end(gen):
@@ -434,9 +433,6 @@ def _run_to_end(gen):
             next(gen)
         except StopIteration as stop:
             return stop.value
-
-
-_NCCL_TRANSPORTS: Dict[tuple, NcclTransport] = {}
 
 
 def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None,
@@ -457,11 +453,7 @@ def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None,
     """
     _check_shapes(q, k, v)
     if transport is None:
-        key = (id(group), q.device.index)
-        transport = _NCCL_TRANSPORTS.get(key)
-        if transport is None or transport.group is not group:
-            transport = NcclTransport(group, q.device)
-            _NCCL_TRANSPORTS[key] = transport
+        transport = NcclTransport(group, q.device)  # cheap: its side stream comes from a pool
     elif isinstance(transport, LocalTransport) and transport.world_size > 1:
         raise ValueError("a LocalTransport simulates all ranks at once: call "
                          "local_ring_flash_attn_func(q_shards, k_shards, v_shards, ...)")
