@@ -33,12 +33,13 @@ constexpr TunedRow kTuned[] = {
     {0, kFloat16, 0, false, 0, 0, 0, 0, false, false},  // sentinel
 };
 
-// Defaults for devices the table does not know (or before tuning); each is spill-free and fits
-// A100's 163 KB of shared memory.
+// Defaults for devices the table does not know: the FA2 block shapes, all instantiated and
+// within A100's 163 KB of shared memory. (128x64x4 at D=128 spills 56-64 B/thread under ptxas
+// but measured fastest on the H200 anyway; see docs/sm80-log.md.)
 TunedRow default_row(int head_dim) {
   switch (head_dim) {
     case 64: return {0, kFloat16, 64, false, 128, 64, 4, 2, false, false};
-    case 128: return {0, kFloat16, 128, false, 128, 64, 8, 2, false, false};
+    case 128: return {0, kFloat16, 128, false, 128, 64, 4, 2, false, false};
     default: return {0, kFloat16, 256, false, 64, 64, 4, 2, false, false};
   }
 }

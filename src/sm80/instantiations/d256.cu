@@ -1,4 +1,5 @@
-// Head dim 256 tuning candidates, both dtypes (library build). Why these: config_table.md.
+// Head dim 256 tuning candidates, both dtypes (library build). Why these: docs/sm80-log.md.
+// Sm80FwdConfig<D, BlockM, BlockN, Warps, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer>
 #include "sm80/launch.h"
 
 namespace flashattn::sm80 {
@@ -9,6 +10,9 @@ std::span<const KernelEntry> kernels_d256() {
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 64, 32, 4>),
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 128, 64, 8>),
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 128, 32, 8>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 64, 64, 4, true, true, 2, false, true>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 128, 64, 8, true, true, 2, false, true>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<256, 128, 64, 8, true, true, 4, false, true>),
   };
   return k;
 }

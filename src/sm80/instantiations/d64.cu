@@ -1,4 +1,5 @@
-// Head dim 64 tuning candidates, both dtypes (library build). Why these: config_table.md.
+// Head dim 64 tuning candidates, both dtypes (library build). Why these: docs/sm80-log.md.
+// Sm80FwdConfig<D, BlockM, BlockN, Warps, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer>
 #include "sm80/launch.h"
 
 namespace flashattn::sm80 {
@@ -9,6 +10,10 @@ std::span<const KernelEntry> kernels_d64() {
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 128, 4>),
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 64, 64, 4>),
       FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 64, 8>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 128, 4, true, true, 2, false, true>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 64, 4, true, true, 2, false, true>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 64, 8, true, true, 2, true>),
+      FLASHATTN_SM80_ENTRIES(Sm80FwdConfig<64, 128, 128, 8, true, true, 2, true>),
   };
   return k;
 }
