@@ -42,6 +42,10 @@ struct Consumer {
   PipelineBarriers<Cfg::kStages>& bars;
   uint32_t smem;
   int wg;  // consumer warpgroup index (0 or 1)
+  // Ring position, carried across the tiles of a persistent CTA (same sequence as the producer).
+  int stage = 0;
+  uint32_t phase = 0;
+  uint32_t tiles = 0;
 
   float rS[kS];     // (64, kBlockN) scores, then probabilities
   float rO[kO];     // (64, kHeadDim) running output
@@ -124,18 +128,34 @@ struct Consumer {
     sm.step(rS, scale_log2, alpha);
   }
 
+  // Ping-pong: turns strictly alternate 0,1,0,1... over the whole CTA lifetime (both groups
+  // take n_blocks + 1 turns per tile). Group 1 hands group 0 the first turn once per kernel, and
+  // group 0 consumes the one surplus arrival once at exit. Doing this per tile instead could let
+  // group 1's two arrivals complete group 0's barrier without group 0.
+  __device__ __forceinline__ void pingpong_start() {
+    if (Cfg::kPingPong && wg == 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();
+  }
+  __device__ __forceinline__ void pingpong_finish() {
+    if (Cfg::kPingPong && wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
+  }
+
+  __device__ __forceinline__ void advance() {
+    if (++stage == Cfg::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+
   // Runs all key tiles; leaves O unnormalised and the softmax state in `sm`.
   __device__ __forceinline__ void mainloop(const AttnMask& mask, OnlineSoftmax<kS>& sm, int n_blocks, int m0,
                                            int row0, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;
     if (n_blocks <= 0) return;
-    arch::mbarrier_wait(arch::smem_u32(&bars.q_full), 0);
-    int stage = 0;
-    uint32_t phase = 0;
+    arch::mbarrier_wait(arch::smem_u32(&bars.q_full), tiles & 1);
+    ++tiles;
     float alpha[2];
     if constexpr (Cfg::kIntraWarpgroupOverlap) {
-      if (Cfg::kPingPong && wg == 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();  // group 0 goes first
       // Prologue: S(last tile) and its softmax; no PV yet.
       int n = n_blocks - 1;
       arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
@@ -145,13 +165,14 @@ struct Consumer {
       arch::wgmma_wait_group<0>();
       arch::reg_fence(rS);
       release(bars.k_empty[stage]);
+      if (n == 0) release(bars.q_empty);  // last QK^T of this tile retired: Q may be reloaded
       mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
       convert_p();
       int pv_stage = stage;
       uint32_t pv_phase = phase;
 #pragma unroll 1
       for (--n; n >= 0; --n) {
-        if (++stage == Cfg::kStages) { stage = 0; phase ^= 1; }
+        advance();
         arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
         turn_begin();
         issue_qk(stage);  // S(n) ...
@@ -161,6 +182,7 @@ struct Consumer {
         arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
+        if (n == 0) release(bars.q_empty);
         mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rO);
@@ -180,9 +202,7 @@ struct Consumer {
       arch::reg_fence(rO);
       fence_p();
       release(bars.v_empty[pv_stage]);
-      // Group 1 arrived once more on group 0's barrier than group 0 synced; consume it so no
-      // arrival is left pending at exit.
-      if (Cfg::kPingPong && wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
+      advance();
     } else {
 #pragma unroll 1
       for (int n = n_blocks - 1; n >= 0; --n) {
@@ -191,6 +211,7 @@ struct Consumer {
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
+        if (n == 0) release(bars.q_empty);
         mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         rescale_o(alpha);
         convert_p();
@@ -200,7 +221,7 @@ struct Consumer {
         arch::reg_fence(rO);
         fence_p();
         release(bars.v_empty[stage]);
-        if (++stage == Cfg::kStages) { stage = 0; phase ^= 1; }
+        advance();
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "sm90/epilogue.h"
 #include "sm90/kernel_args.h"
 #include "sm90/producer.h"
+#include "sm90/scheduler.h"
 #include "sm90/softmax.h"
 
 namespace flashattn::sm90 {
@@ -31,16 +32,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const int m_block = args.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / args.h_ratio;
-  const int m0 = m_block * Cfg::kBlockM;
+  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.causal};
   const AttnMask mask{args.sq, args.sk, args.causal};
-  const int n_blocks = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     mbarrier_init(smem_u32(&bars.q_full), 1);
+    mbarrier_init(smem_u32(&bars.q_empty), 4 * Cfg::kNumConsumerWarpgroups);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(smem_u32(&bars.k_full[s]), 1);
@@ -59,16 +57,34 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 
   if (warpgroup == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && n_blocks > 0) producer_loop<Cfg>(&tmQ, &tmK, &tmV, bars, smem, m_block, n_blocks, h, hk, b);
+    if (threadIdx.x != 0) return;
+    RingState ring;
+#pragma unroll 1
+    for (int t = sched.first(); t < sched.num_tiles(); t = sched.next(t)) {
+      int m_block, h, b;
+      sched.decode(t, m_block, h, b);
+      const int n_blocks = mask.num_n_blocks(m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+      if (n_blocks > 0)
+        producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, n_blocks, h, h / args.h_ratio, b);
+    }
     return;
   }
   setmaxnreg_inc<Cfg::kConsumerRegs>();
   Consumer<Cfg> c{bars, smem, warpgroup - 1};
-  const int t = threadIdx.x % 128;
-  const int row0 = m0 + 64 * c.wg + 16 * (t / 32) + (t % 32) / 4;
-  OnlineSoftmax<Cfg::kSRegs> sm;
-  c.mainloop(mask, sm, n_blocks, m0, row0, args.scale_log2);
-  epilogue_store<Cfg>(args, c.rO, sm, b, h, row0);
+  const int t_in_wg = threadIdx.x % 128;
+  const int row_in_tile = 64 * c.wg + 16 * (t_in_wg / 32) + (t_in_wg % 32) / 4;
+  c.pingpong_start();
+#pragma unroll 1
+  for (int t = sched.first(); t < sched.num_tiles(); t = sched.next(t)) {
+    int m_block, h, b;
+    sched.decode(t, m_block, h, b);
+    const int m0 = m_block * Cfg::kBlockM;
+    const int n_blocks = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
+    OnlineSoftmax<Cfg::kSRegs> sm;
+    c.mainloop(mask, sm, n_blocks, m0, m0 + row_in_tile, args.scale_log2);
+    epilogue_store<Cfg>(args, c.rO, sm, b, h, m0 + row_in_tile);
+  }
+  c.pingpong_finish();
 #endif
 }
 

@@ -10,7 +10,7 @@ struct Sm90FwdArgs {
   void* o;     // (B, Sq, Hq, D), q's dtype
   float* lse;  // (B, Hq, Sq) fp32 or null
   int64_t o_sb, o_ss, o_sh;
-  int sq, sk, hq, h_ratio;
+  int sq, sk, hq, h_ratio, b;
   int num_m_blocks;
   float scale_log2;
   bool causal;
@@ -25,7 +25,7 @@ enum NamedBarrier : int {
 // The CTA's mbarriers (static smem, 8-byte aligned).
 template <int kStages>
 struct PipelineBarriers {
-  uint64_t q_full;
+  uint64_t q_full, q_empty;  // Q is reloaded per tile (persistent): empty = last QK^T retired
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
 };

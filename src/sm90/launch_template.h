@@ -6,6 +6,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <climits>
 #include <mutex>
 #include <string>
 
@@ -43,6 +45,20 @@ inline bool encode_bshd(CUtensorMap* map, const void* ptr, CUtensorMapDataType d
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// SM count of the current device (cached per device; persistent grids size to it).
+inline int num_sms() {
+  static int cache[64] = {};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (cache[dev] == 0) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    cache[dev] = n > 0 ? n : 1;
+  }
+  return cache[dev];
+}
+
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -64,6 +80,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.sk = p.sk;
   args.hq = p.hq;
   args.h_ratio = p.h_ratio;
+  args.b = p.b;
   args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
@@ -76,7 +93,14 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   });
   if (attr_err != cudaSuccess)
     return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
-  const dim3 grid(args.num_m_blocks, p.hq, p.b);
+  const long long tiles = (long long)args.num_m_blocks * p.hq * p.b;
+  if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
+  if (tiles == 0) return Status::Ok();
+  int grid = (int)tiles;
+  // Persistent grid only for non-causal: equal-cost tiles make the static stride balanced. For
+  // causal, one CTA per tile in longest-first order lets the hardware balance dynamically
+  // (static striding measured 620 vs 668 TFLOPS at S=16k, D=128; see docs/sm90-log.md).
+  if (Cfg::kPersistent && !p.causal) grid = (int)std::min<long long>(tiles, num_sms());
   kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, args);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
@@ -84,12 +108,36 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
+// Ablation builds flip the optimisation flags for every head dim at once
+// (e.g. -DFLASHATTN_SM90_PINGPONG=0); the defaults are the shipped configuration.
+#ifndef FLASHATTN_SM90_PERSISTENT
+#define FLASHATTN_SM90_PERSISTENT 1
+#endif
+#ifndef FLASHATTN_SM90_OVERLAP
+#define FLASHATTN_SM90_OVERLAP 1
+#endif
+#ifndef FLASHATTN_SM90_PINGPONG
+#define FLASHATTN_SM90_PINGPONG FLASHATTN_SM90_OVERLAP
+#endif
+
 // The configuration each (head dim, dtype) dispatches to.
-template <int D, bool Bf16>
-using DefaultConfig = Sm90FwdConfig<D, Sm90TileTable<D>::kBlockN, Sm90TileTable<D>::kStages, Bf16>;
+template <int D, bool Bf16, bool Causal>
+using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN, Sm90TileTable<D>::kStages, Bf16,
+                                    FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
+                                    FLASHATTN_SM90_PERSISTENT != 0>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>
 Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
+
+// Causal and non-causal may use different tiles; one config when they agree.
+template <int D, bool Bf16>
+Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
+  if constexpr (Sm90TileTable<D>::kBlockN == Sm90TileTable<D>::kBlockNCausal)
+    return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
+  else
+    return p.causal ? launch_fwd<DefaultConfig<D, Bf16, true>>(p, stream)
+                    : launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
+}
 
 }  // namespace flashattn::sm90

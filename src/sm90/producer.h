@@ -8,12 +8,21 @@
 
 namespace flashattn::sm90 {
 
+// Ring position, carried across the tiles of a persistent CTA (consumers keep the same one).
+struct RingState {
+  int stage = 0;
+  uint32_t phase = 0;
+  uint32_t tiles = 0;  // tiles with work seen so far: the Q barriers' phase
+};
+
 template <class Cfg>
-__device__ __forceinline__ void producer_loop(const void* tmQ, const void* tmK, const void* tmV,
-                                              PipelineBarriers<Cfg::kStages>& bars, uint32_t smem,
+__device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, const void* tmV,
+                                              PipelineBarriers<Cfg::kStages>& bars, uint32_t smem, RingState& ring,
                                               int m_block, int n_blocks, int h, int hk, int b) {
   using namespace arch;
   const uint32_t q_bar = smem_u32(&bars.q_full);
+  // The previous tile's consumers must have retired their last QK^T before Q is overwritten.
+  mbarrier_wait(smem_u32(&bars.q_empty), (ring.tiles & 1) ^ 1);
   mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
 #pragma unroll
   for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
@@ -21,8 +30,8 @@ __device__ __forceinline__ void producer_loop(const void* tmQ, const void* tmK, 
                 m_block * Cfg::kBlockM, h, b);
 
   // Key tiles are visited from the last to the first so that masked tiles come first.
-  int stage = 0;
-  uint32_t phase = 0;
+  int stage = ring.stage;
+  uint32_t phase = ring.phase;
 #pragma unroll 1
   for (int n = n_blocks - 1; n >= 0; --n) {
     const int row = n * Cfg::kBlockN;
@@ -46,6 +55,9 @@ __device__ __forceinline__ void producer_loop(const void* tmQ, const void* tmK, 
       phase ^= 1;
     }
   }
+  ring.stage = stage;
+  ring.phase = phase;
+  ++ring.tiles;
 }
 
 }  // namespace flashattn::sm90

@@ -2,9 +2,11 @@
 # Builds the standalone sm90 test driver into build-sm90-test/ (no API layer needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=build-sm90-test
+# Optional: $1 = output folder, $2 = extra nvcc flags (ablations, e.g. "-DFLASHATTN_SM90_PINGPONG=0").
+out=${1:-build-sm90-test}
+extra=${2:-}
 mkdir -p $out
-flags="-std=c++20 -O3 -arch=sm_90a -Isrc -Iinclude -lineinfo --expt-relaxed-constexpr -cudart static"
+flags="-std=c++20 -O3 -arch=sm_90a -Isrc -Iinclude -lineinfo --expt-relaxed-constexpr -cudart static $extra"
 pids=()
 for f in src/sm90/launcher.cu src/sm90/instantiations/fwd_d64.cu src/sm90/instantiations/fwd_d128.cu \
          src/sm90/instantiations/fwd_d256.cu tests/gpu/test_sm90_standalone.cu; do

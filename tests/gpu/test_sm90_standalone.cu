@@ -233,6 +233,9 @@ int main(int argc, char** argv) {
           cases.push_back({1, 1000, 113, 4, 2, d, (bool)causal, (bool)bf, false});
           if (!quick) cases.push_back({1, 4097, 4097, 2, 1, d, (bool)causal, (bool)bf, false});
           if (!quick) cases.push_back({2, 300, 300, 3, 3, d, (bool)causal, (bool)bf, true});
+          // Many tiles per persistent CTA, including fully masked ones (causal, sq > sk).
+          if (!quick) cases.push_back({4, 1000, 1000, 16, 16, d, (bool)causal, (bool)bf, false});
+          if (!quick) cases.push_back({3, 2000, 300, 16, 4, d, (bool)causal, (bool)bf, false});
         }
     int fails = 0;
     for (const Case& c : cases) fails += !(c.bf16 ? run_case<__nv_bfloat16>(c) : run_case<__half>(c));

@@ -5,11 +5,11 @@ namespace flashattn::sm90 {
 
 template <>
 Status run_fwd<128, false>(const detail::FwdParams& p, cudaStream_t s) {
-  return launch_fwd<DefaultConfig<128, false>>(p, s);
+  return run_fwd_any_mask<128, false>(p, s);
 }
 template <>
 Status run_fwd<128, true>(const detail::FwdParams& p, cudaStream_t s) {
-  return launch_fwd<DefaultConfig<128, true>>(p, s);
+  return run_fwd_any_mask<128, true>(p, s);
 }
 
 }  // namespace flashattn::sm90

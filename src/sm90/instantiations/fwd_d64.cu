@@ -5,11 +5,11 @@ namespace flashattn::sm90 {
 
 template <>
 Status run_fwd<64, false>(const detail::FwdParams& p, cudaStream_t s) {
-  return launch_fwd<DefaultConfig<64, false>>(p, s);
+  return run_fwd_any_mask<64, false>(p, s);
 }
 template <>
 Status run_fwd<64, true>(const detail::FwdParams& p, cudaStream_t s) {
-  return launch_fwd<DefaultConfig<64, true>>(p, s);
+  return run_fwd_any_mask<64, true>(p, s);
 }
 
 }  // namespace flashattn::sm90
