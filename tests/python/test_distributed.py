@@ -1,0 +1,332 @@
+"""Ring attention (flashattn.distributed): merge, sharding, the ring algorithm on the CPU in
+float64, and on one GPU with the library through the LocalTransport (all ranks simulated in
+one process, in lockstep).
+
+Correctness rule on the GPU: max|out - ref| <= 2 * max|out_lowp - ref| + atol, ref = fp32
+torch attention over the full sequence, out_lowp = the same naive attention in the input dtype
+(atol 2e-4 fp16, 1e-3 bf16); lse likewise with atol 1e-3.
+
+Skipped without torch; the GPU tests are skipped without a CUDA device (the CPU float64 tests
+need only torch). Multi-GPU NCCL runs are not made here (bench/ring_scaling.py, torchrun).
+"""
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flashattn.distributed import (  # noqa: E402
+    LocalRing, LocalTransport, local_ring_flash_attn_func, merge_attn_states,
+    ring_flash_attn_func, ring_shard, ring_shard_lengths, ring_unshard,
+    simulate_ring_flash_attn, zigzag_shard, zigzag_unshard)
+
+REPO = Path(__file__).resolve().parents[2]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+ATOL = {torch.float16: 2e-4, torch.bfloat16: 1e-3}
+LSE_ATOL = 1e-3
+MEAN = 0.3  # inputs offset from zero mean, as in the other Python tests
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(20261129)
+
+
+# ----------------------------------------------------------------------------- references
+
+def attention(q, k, v, softmax_scale=None, causal=False, dtype=torch.float32):
+    """Naive attention in `dtype`: out (B, Sq, Hq, D) in dtype, lse (B, Hq, Sq) in the wider of
+    fp32 and dtype. GQA by repeating K/V heads; causal bottom-right aligned; fully masked rows
+    give out 0 and lse -inf."""
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(D)
+    qh = q.to(dtype).transpose(1, 2)
+    kh = k.to(dtype).transpose(1, 2).repeat_interleave(Hq // Hkv, dim=1)
+    vh = v.to(dtype).transpose(1, 2).repeat_interleave(Hq // Hkv, dim=1)
+    s = torch.matmul(qh, kh.transpose(-1, -2)) * scale
+    if causal:
+        i = torch.arange(Sq, device=q.device)[:, None]
+        j = torch.arange(Sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + (Sk - Sq), float("-inf"))
+    lse_dtype = torch.promote_types(dtype, torch.float32)
+    lse = torch.logsumexp(s.to(lse_dtype), dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0).to(dtype)
+    out = torch.matmul(p, vh).transpose(1, 2).contiguous()
+    return out, lse
+
+
+def cpu_attn_fn(q, k, v, softmax_scale, causal):
+    """attn_fn for the ring on the CPU: the float64 reference in place of the library."""
+    return attention(q, k, v, softmax_scale, causal, torch.float64)
+
+
+def max_err(a, b):
+    a, b = a.double(), b.double()
+    d = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
+    return d.max().item() if d.numel() else 0.0
+
+
+def masked_attn(q, k, v, mask):
+    """float64 attention of q (B,S,H,D) over k/v (B,T,H,D) with a boolean mask (B,H,S,T) of
+    visible pairs; fully masked rows: out 0, lse -inf."""
+    s = torch.einsum("bshd,bthd->bhst", q, k)
+    s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    return torch.einsum("bhst,bthd->bshd", p, v), lse
+
+
+# ----------------------------------------------------------------------------- merge (CPU fp64)
+
+@pytest.mark.parametrize("parts", [(5, 7), (4, 1, 7), (3, 3, 3, 3)])
+@pytest.mark.parametrize("magnitude", [1.0, 1000.0])  # 1000: exp(scores) overflows unshifted
+def test_merge_cpu_fp64_matches_direct_softmax(parts, magnitude):
+    B, S, H, D = 2, 6, 3, 8
+    T = sum(parts)
+    f64 = dict(dtype=torch.float64)
+    q = torch.randn(B, S, H, D, **f64) * magnitude
+    k = torch.randn(B, T, H, D, **f64)
+    v = torch.randn(B, T, H, D, **f64)
+    mask = torch.rand(B, H, S, T) < 0.7
+    mask[:, :, 0, :parts[0]] = False   # row 0: nothing visible in the first part
+    mask[:, :, 1, parts[0]:] = False   # row 1: only the first part
+    mask[:, 0, 2, :] = False           # row 2 of head 0: nothing visible at all
+    ref_out, ref_lse = masked_attn(q, k, v, mask)
+
+    blocks, t0 = [], 0
+    for n in parts:
+        blocks.append(masked_attn(q, k[:, t0:t0 + n], v[:, t0:t0 + n], mask[..., t0:t0 + n]))
+        t0 += n
+    for order in (blocks, blocks[::-1]):
+        out, lse = order[0]
+        for o, l in order[1:]:
+            out, lse = merge_attn_states(out, lse, o, l)
+        assert out.dtype == torch.float64 and lse.dtype == torch.float64
+        assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+        assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+        assert torch.isneginf(lse[:, 0, 2]).all() and (out[:, 2, 0] == 0).all()
+        tol = 1e-12 * max(1.0, ref_lse[~torch.isinf(ref_lse)].abs().max().item())
+        assert max_err(lse, ref_lse) <= tol
+        assert max_err(out, ref_out) <= tol
+
+
+def test_merge_both_masked_gives_zero_and_neg_inf():
+    out1 = torch.zeros(1, 2, 1, 4, dtype=torch.float64)
+    lse1 = torch.full((1, 1, 2), float("-inf"), dtype=torch.float64)
+    out2 = torch.ones(1, 2, 1, 4, dtype=torch.float64)
+    lse2 = torch.tensor([[[float("-inf"), 0.5]]], dtype=torch.float64)
+    out, lse = merge_attn_states(out1, lse1, out2, lse2)
+    assert torch.isneginf(lse[0, 0, 0]) and lse[0, 0, 1].item() == 0.5
+    assert (out[0, 0] == 0).all() and (out[0, 1] == 1).all()
+    out, lse = merge_attn_states(out1, lse1, out1, lse1)
+    assert torch.isneginf(lse).all() and (out == 0).all() and not torch.isnan(out).any()
+
+
+# ----------------------------------------------------------------------------- sharding (CPU)
+
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_zigzag_shard_roundtrip(world):
+    S = 2 * world * 3
+    x = torch.arange(2 * S * 3).reshape(2, S, 3)
+    c = S // (2 * world)
+    shards = [zigzag_shard(x, world, r) for r in range(world)]
+    for r, s in enumerate(shards):
+        expect = list(range(r * c, (r + 1) * c)) + list(range((2 * world - 1 - r) * c,
+                                                              (2 * world - r) * c))
+        assert torch.equal(s, x[:, expect])
+    assert torch.equal(zigzag_unshard(shards), x)
+    lse = torch.arange(2 * 3 * S).reshape(2, 3, S)  # (B, H, S): seq on dim 2
+    assert torch.equal(zigzag_unshard([zigzag_shard(lse, world, r, dim=2)
+                                       for r in range(world)], dim=2), lse)
+
+
+def test_zigzag_shard_rejects_indivisible():
+    x = torch.zeros(1, 30, 2, 8)
+    with pytest.raises(ValueError, match="divisible by 2\\*world = 8"):
+        zigzag_shard(x, 4, 0)
+    with pytest.raises(ValueError, match="rank"):
+        zigzag_shard(torch.zeros(1, 32, 2, 8), 4, 4)
+
+
+def test_ring_shard_uneven_roundtrip():
+    assert ring_shard_lengths(13, 8) == [2, 2, 2, 2, 2, 2, 1, 0]
+    assert ring_shard_lengths(1037, 4) == [260, 260, 260, 257]
+    x = torch.arange(13 * 2).reshape(1, 13, 2)
+    shards = [ring_shard(x, 8, r) for r in range(8)]
+    assert [s.size(1) for s in shards] == [2, 2, 2, 2, 2, 2, 1, 0]
+    assert torch.equal(ring_unshard(shards), x)
+
+
+# ----------------------------------------------------------------------------- ring on the CPU
+
+CPU_CASES = [  # (world, causal, Sq, Sk, Hq, Hkv)
+    (w, True, s, s, hq, hkv)
+    for w in (1, 2, 4, 8) for s in (2 * w * 3, 2 * w * 5) for hq, hkv in ((4, 4), (4, 1))
+] + [
+    (w, False, sq, sk, hq, hkv)
+    for w in (1, 2, 4, 8) for sq, sk in ((37, 37), (13, 29), (5, 3)) for hq, hkv in ((4, 4), (4, 2))
+]
+
+
+@pytest.mark.parametrize("world,causal,Sq,Sk,Hq,Hkv", CPU_CASES)
+def test_ring_cpu_fp64_matches_full_attention(world, causal, Sq, Sk, Hq, Hkv):
+    B, D = 2, 16
+    q = torch.randn(B, Sq, Hq, D, dtype=torch.float64) + MEAN
+    k = torch.randn(B, Sk, Hkv, D, dtype=torch.float64) + MEAN
+    v = torch.randn(B, Sk, Hkv, D, dtype=torch.float64) + MEAN
+    ref, ref_lse = attention(q, k, v, None, causal, torch.float64)
+    stats = []
+    out, lse = simulate_ring_flash_attn(q, k, v, world, causal=causal, return_lse=True,
+                                        attn_fn=cpu_attn_fn, stats=stats)
+    assert out.shape == ref.shape and lse.shape == ref_lse.shape
+    assert max_err(out, ref) <= 1e-12
+    assert max_err(lse, ref_lse) <= 1e-12
+    if causal:  # zigzag: every rank computes the same number of visible scores
+        c = Sq // (2 * world)
+        per_rank = (2 * c) * (2 * c + 1) // 2 + (world - 1) * 2 * c * c
+        assert [s["score_elems"] for s in stats] == [per_rank] * world
+        assert all(s["calls"] == world and s["skipped"] == world - 1 for s in stats)
+
+
+def test_ring_cpu_softmax_scale_and_shards_api():
+    world, B, S, H, D = 4, 1, 24, 2, 8
+    q, k, v = (torch.randn(B, S, H, D, dtype=torch.float64) for _ in range(3))
+    ref, ref_lse = attention(q, k, v, 0.37, True, torch.float64)
+    shards = [[zigzag_shard(t, world, r) for r in range(world)] for t in (q, k, v)]
+    res = local_ring_flash_attn_func(*shards, causal=True, softmax_scale=0.37, return_lse=True,
+                                     attn_fn=cpu_attn_fn)
+    assert max_err(zigzag_unshard([o for o, _ in res]), ref) <= 1e-12
+    assert max_err(zigzag_unshard([l for _, l in res], dim=2), ref_lse) <= 1e-12
+    outs = local_ring_flash_attn_func(*shards, causal=True, softmax_scale=0.37,
+                                      attn_fn=cpu_attn_fn)
+    assert all(isinstance(o, torch.Tensor) for o in outs)
+
+
+def test_ring_causal_rejects_bad_lengths():
+    q = torch.randn(1, 30, 2, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="2\\*world"):
+        simulate_ring_flash_attn(q, q, q, 4, causal=True, attn_fn=cpu_attn_fn)
+    with pytest.raises(ValueError, match="equal q and k/v lengths"):
+        simulate_ring_flash_attn(q[:, :16], q[:, :24], q[:, :24], 4, causal=True,
+                                 attn_fn=cpu_attn_fn)
+    # hand-made shards of different lengths are refused by every rank
+    shards = [q[:, :6], q[:, :8]]
+    with pytest.raises(ValueError, match="zigzag"):
+        local_ring_flash_attn_func(shards, shards, shards, causal=True, attn_fn=cpu_attn_fn)
+
+
+def test_local_transport_misuse_is_reported():
+    q = torch.randn(1, 8, 2, 8, dtype=torch.float64)
+    ring = LocalRing(2, [8, 8])
+    with pytest.raises(ValueError, match="local_ring_flash_attn_func"):
+        ring_flash_attn_func(q, q, q, transport=ring.transport(0))
+    t = LocalTransport(ring, 0)
+    t.send_recv_kv(q, q)
+    with pytest.raises(RuntimeError, match="lockstep"):
+        t.wait()
+
+
+# ----------------------------------------------------------------------------- ring on one GPU
+
+def rand(*shape, dtype):
+    return (torch.randn(*shape, device="cuda", dtype=torch.float32) + MEAN).to(dtype)
+
+
+def check_rule(out, lse, q, k, v, causal, softmax_scale=None):
+    ref, lse_ref = attention(q, k, v, softmax_scale, causal, torch.float32)
+    lowp, lse_lowp = attention(q, k, v, softmax_scale, causal, q.dtype)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.dtype == torch.float32
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    err, lowp_err = max_err(out, ref), max_err(lowp, ref)
+    bound = 2 * lowp_err + ATOL[q.dtype]
+    lerr, llowp = max_err(lse, lse_ref), max_err(lse_lowp, lse_ref)
+    lbound = 2 * llowp + LSE_ATOL
+    return err, bound, lerr, lbound
+
+
+GPU_CASES = [  # (world, causal, S)
+    (w, True, s) for w in (2, 4, 8) for s in (2 * w * 64, 2 * w * 37)
+] + [
+    (w, False, s) for w in (2, 4, 8) for s in (1037, 13)
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("Hq,Hkv", [(8, 8), (8, 2)], ids=["mha", "gqa4"])
+@pytest.mark.parametrize("world,causal,S", GPU_CASES)
+def test_ring_gpu_matches_full_sequence(world, causal, S, Hq, Hkv, dtype):
+    from flashattn import flash_attn_func
+    B, D = 2, 128
+    q = rand(B, S, Hq, D, dtype=dtype)
+    k = rand(B, S, Hkv, D, dtype=dtype)
+    v = rand(B, S, Hkv, D, dtype=dtype)
+    stats = []
+    out, lse = simulate_ring_flash_attn(q, k, v, world, causal=causal, return_lse=True,
+                                        stats=stats)
+    full, full_lse = flash_attn_func(q, k, v, causal=causal, return_lse=True)
+    err, bound, lerr, lbound = check_rule(out, lse, q, k, v, causal)
+    ferr, _, flerr, _ = check_rule(full, full_lse, q, k, v, causal)
+    msg = (f"ring err {err:.3g} (bound {bound:.3g}), lse err {lerr:.3g} (bound {lbound:.3g}); "
+           f"flash_attn_func on the full sequence: err {ferr:.3g}, lse err {flerr:.3g}")
+    print(msg)
+    assert err <= bound, msg
+    assert lerr <= lbound, msg
+    if causal:
+        assert len({s["score_elems"] for s in stats}) == 1, stats
+
+
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_ring_gpu_softmax_scale_headdim64(causal):
+    world, B, S, Hq, Hkv, D, dtype = 4, 1, 8 * 50, 4, 1, 64, torch.bfloat16
+    q = rand(B, S, Hq, D, dtype=dtype)
+    k = rand(B, S, Hkv, D, dtype=dtype)
+    v = rand(B, S, Hkv, D, dtype=dtype)
+    out, lse = simulate_ring_flash_attn(q, k, v, world, causal=causal, softmax_scale=0.05,
+                                        return_lse=True)
+    err, bound, lerr, lbound = check_rule(out, lse, q, k, v, causal, 0.05)
+    assert err <= bound and lerr <= lbound, (err, bound, lerr, lbound)
+
+
+_NCCL_SCRIPT = textwrap.dedent("""
+    import os, sys, torch, torch.distributed as dist
+    from flashattn import flash_attn_func
+    from flashattn.distributed import ring_flash_attn_func, zigzag_shard
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 256, 4, 128, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        for causal in (False, True):
+            qs, ks, vs = (zigzag_shard(t, 1, 0) for t in (q, k, v))
+            out, lse = ring_flash_attn_func(qs, ks, vs, causal=causal, return_lse=True)
+            ref, ref_lse = flash_attn_func(q, k, v, causal=causal, return_lse=True)
+            assert torch.equal(out, ref) and torch.equal(lse, ref_lse), causal
+        print("NCCL_OK")
+    finally:
+        dist.destroy_process_group()
+""")
+
+
+@needs_cuda
+def test_ring_nccl_transport_single_rank(tmp_path):
+    """The torch.distributed path with one rank (no peer on a 1-GPU machine: NCCL refuses two
+    ranks on one device), in a subprocess so that no process group leaks into the others."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_nccl_available()):
+        pytest.skip("torch.distributed with NCCL not available")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _NCCL_SCRIPT, str(tmp_path / "store")], env=env,
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and "NCCL_OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
