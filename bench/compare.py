@@ -297,7 +297,9 @@ def plot(rows, env, path, backend):
                      fontsize=9)
         ax.set_xlabel("seqlen")
         ax.set_ylabel("TFLOPS")
-        ax.legend(fontsize=7)
+        top = max([r[f"{n}_tflops"] or 0.0 for r in rs for n in ("ours", "cudnn", "fa2")] + [1.0])
+        ax.set_ylim(0, top * 1.3)  # room for the legend above the bars
+        ax.legend(fontsize=7, loc="upper left", ncol=3)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     fig.suptitle(f"forward TFLOPS on {env['device']} (driver {env['driver']}, torch "
