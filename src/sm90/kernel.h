@@ -1,5 +1,5 @@
 // The sm90 forward kernel: warpgroup 0 produces (TMA), warpgroups 1..2 consume (wgmma + softmax).
-// Grid: (m blocks, Hq, B); m blocks are visited last-first so causal's longest tiles start first.
+// 1-D grid over tiles (m block, head, batch), one CTA per tile or persistent (scheduler.h).
 #pragma once
 
 #include <cuda.h>
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.causal};
+  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.tile_counter};
   const AttnMask mask{args.sq, args.sk, args.causal};
   const int warpgroup = threadIdx.x / 128;
 
@@ -45,6 +45,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       mbarrier_init(smem_u32(&bars.v_full[s]), 1);
       mbarrier_init(smem_u32(&bars.k_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
       mbarrier_init(smem_u32(&bars.v_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+    }
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      mbarrier_init(smem_u32(&bars.sched_full[s]), 1);
+      mbarrier_init(smem_u32(&bars.sched_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
     }
     fence_mbarrier_init();
   }
@@ -59,14 +64,20 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
     RingState ring;
+    int t = sched.first();
 #pragma unroll 1
-    for (int t = sched.first(); t < sched.num_tiles(); t = sched.next(t)) {
+    for (uint32_t k = 0;; ++k) {
+      sched_publish(bars, k, t);
+      if (t >= sched.num_tiles()) break;
+      const int t_next = sched.next(t);  // issued early: the atomic's latency hides under the loads
       int m_block, h, b;
       sched.decode(t, m_block, h, b);
       const int n_blocks = mask.num_n_blocks(m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
       if (n_blocks > 0)
         producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, n_blocks, h, h / args.h_ratio, b);
+      t = t_next;
     }
+    sched.finish();
     return;
   }
   setmaxnreg_inc<Cfg::kConsumerRegs>();
@@ -75,7 +86,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const int row_in_tile = 64 * c.wg + 16 * (t_in_wg / 32) + (t_in_wg % 32) / 4;
   c.pingpong_start();
 #pragma unroll 1
-  for (int t = sched.first(); t < sched.num_tiles(); t = sched.next(t)) {
+  for (uint32_t k = 0;; ++k) {
+    const int t = sched_read(bars, k);
+    if (t >= sched.num_tiles()) break;
     int m_block, h, b;
     sched.decode(t, m_block, h, b);
     const int m0 = m_block * Cfg::kBlockM;

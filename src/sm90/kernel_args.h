@@ -14,6 +14,7 @@ struct Sm90FwdArgs {
   int num_m_blocks;
   float scale_log2;
   bool causal;
+  int* tile_counter;  // dynamic persistent scheduling (2 ints, zero between launches), or null
 };
 
 // Barrier ids of the named CTA barriers (0 is __syncthreads).
@@ -28,6 +29,8 @@ struct PipelineBarriers {
   uint64_t q_full, q_empty;  // Q is reloaded per tile (persistent): empty = last QK^T retired
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
+  uint64_t sched_full[2], sched_empty[2];  // tile-index ring, producer -> consumers
+  int tile_slot[2];
 };
 
 }  // namespace flashattn::sm90

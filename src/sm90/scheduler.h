@@ -1,39 +1,67 @@
-// Tile scheduler: maps a linear tile index to (m block, head, batch). With kPersistent the grid
-// is one CTA per SM and each CTA strides over tiles, so the producer can load tile i+1 while
-// the consumers run tile i's epilogue; without it, one CTA per tile.
+// Tile scheduler: maps a linear tile index to (m block, head, batch) and decides which tile a
+// CTA runs next. Three launch modes (chosen by the launcher per call):
+//  - one CTA per tile (grid = tiles): the hardware balances;
+//  - static persistent (grid = #SMs, stride gridDim.x): tile i+1's Q/K/V loads overlap tile i's
+//    epilogue; balanced only when all tiles cost the same (non-causal);
+//  - dynamic persistent (grid = #SMs, next tile from a global atomic counter): overlap and
+//    balance, for causal. The counter self-resets: the last CTA to finish zeroes it.
+// The producer thread picks tiles and hands each index to the consumers through a 2-slot smem
+// ring (sched_full / sched_empty mbarriers), so both roles see the same sequence.
 #pragma once
+
+#include "arch/mbarrier.h"
+#include "sm90/kernel_args.h"
 
 namespace flashattn::sm90 {
 
 struct TileScheduler {
   int num_m_blocks, hq, b;
-  bool causal;
+  int* counter;  // {next tile - gridDim.x, finished CTAs}; null: static striding
 
   __device__ __forceinline__ int num_tiles() const { return num_m_blocks * hq * b; }
   __device__ __forceinline__ int first() const { return blockIdx.x; }
-  __device__ __forceinline__ int next(int t) const { return t + gridDim.x; }
-
-  // Non-causal: m is the fastest index so concurrent CTAs share one head's K/V in L2 (all tiles
-  // cost the same, so round-robin is balanced).
-  // Causal: tiles sorted longest first (m slowest, descending). A static stride over a list
-  // sorted by cost keeps each "round" of gridDim tiles nearly uniform; with m fastest a round
-  // mixes 1..num_m-block tiles and every round costs its longest one (measured: 454 vs 668
-  // TFLOPS at S=16k). Concurrent CTAs then sit at the same key positions of different heads,
-  // so their K/V streams still overlap in time.
-  __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
-    int hb;
-    if (causal) {
-      const int nhb = hq * b;
-      const int mi = t / nhb;
-      hb = t - mi * nhb;
-      m_block = num_m_blocks - 1 - mi;
-    } else {
-      hb = t / num_m_blocks;
-      m_block = num_m_blocks - 1 - (t - hb * num_m_blocks);
+  __device__ __forceinline__ int next(int t) const {
+    return counter != nullptr ? static_cast<int>(gridDim.x) + atomicAdd(counter, 1) : t + static_cast<int>(gridDim.x);
+  }
+  // Called once per CTA by the producer after its last next(): the last CTA resets the counter
+  // for the next launch on this slot (no CTA fetches after it has counted itself finished).
+  __device__ __forceinline__ void finish() const {
+    if (counter != nullptr && atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(counter, 0);
+      atomicExch(counter + 1, 0);
     }
+  }
+
+  // m is the fastest index so concurrent CTAs share one head's K/V in L2, and within a head the
+  // m blocks go last-first so causal's longest tiles start first. (An m-slowest, longest-first
+  // order balanced static striding better but lost L2 locality: 588 vs 668 TFLOPS at causal
+  // S=16k, D=128 with one CTA per tile; see docs/sm90-log.md.)
+  __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
+    const int hb = t / num_m_blocks;
+    m_block = num_m_blocks - 1 - (t - hb * num_m_blocks);
     h = hb % hq;
     bb = hb / hq;
   }
 };
+
+// Producer side of the tile-index ring: publish tile `t` as the k-th index of this CTA.
+template <class Bars>
+__device__ __forceinline__ void sched_publish(Bars& bars, uint32_t k, int t) {
+  const int slot = k & 1;
+  arch::mbarrier_wait(arch::smem_u32(&bars.sched_empty[slot]), ((k >> 1) & 1) ^ 1);
+  bars.tile_slot[slot] = t;
+  arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[slot]));  // release: the store above
+}
+
+// Consumer side: the k-th tile index of this CTA (one arrival per warp frees the slot).
+template <class Bars>
+__device__ __forceinline__ int sched_read(Bars& bars, uint32_t k) {
+  const int slot = k & 1;
+  arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[slot]), (k >> 1) & 1);
+  const int t = *static_cast<volatile int*>(&bars.tile_slot[slot]);
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[slot]));
+  return t;
+}
 
 }  // namespace flashattn::sm90
