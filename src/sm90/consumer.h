@@ -102,17 +102,21 @@ struct Consumer {
     for (int i = 0; i < kO; ++i) rO[i] *= alpha[(i >> 1) & 1];
   }
 
-  // Ping-pong turn: wait until it is this group's turn to issue GEMMs / hand the turn over.
+  // Ping-pong turn: wait until it is this group's turn to issue GEMMs / hand the turn to the
+  // next group (cyclic: 0 -> 1 [-> 2] -> 0). Each barrier sees 128 syncs + 128 arrivals.
+  // Barrier ids must be immediates, hence the switch.
   __device__ __forceinline__ void turn_begin() {
     if constexpr (Cfg::kPingPong) {
       if (wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
-      else arch::named_barrier_sync<kBarPingPongWg1, 256>();
+      else if (Cfg::kNumConsumerWarpgroups == 2 || wg == 1) arch::named_barrier_sync<kBarPingPongWg1, 256>();
+      else if constexpr (Cfg::kNumConsumerWarpgroups == 3) arch::named_barrier_sync<kBarPingPongWg2, 256>();
     }
   }
   __device__ __forceinline__ void turn_end() {
     if constexpr (Cfg::kPingPong) {
-      if (wg == 0) arch::named_barrier_arrive<kBarPingPongWg1, 256>();
-      else arch::named_barrier_arrive<kBarPingPongWg0, 256>();
+      if (wg == Cfg::kNumConsumerWarpgroups - 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();
+      else if (wg == 0) arch::named_barrier_arrive<kBarPingPongWg1, 256>();
+      else if constexpr (Cfg::kNumConsumerWarpgroups == 3) arch::named_barrier_arrive<kBarPingPongWg2, 256>();
     }
   }
 
@@ -128,12 +132,12 @@ struct Consumer {
     sm.step(rS, scale_log2, alpha);
   }
 
-  // Ping-pong: turns strictly alternate 0,1,0,1... over the whole CTA lifetime (both groups
-  // take n_blocks + 1 turns per tile). Group 1 hands group 0 the first turn once per kernel, and
-  // group 0 consumes the one surplus arrival once at exit. Doing this per tile instead could let
-  // group 1's two arrivals complete group 0's barrier without group 0.
+  // Ping-pong: turns strictly cycle 0,1[,2],0,... over the whole CTA lifetime (every group takes
+  // n_blocks + 1 turns per tile). The last group hands group 0 the first turn once per kernel,
+  // and group 0 consumes the one surplus arrival once at exit. Doing this per tile instead could
+  // let two arrivals of the last group complete group 0's barrier without group 0.
   __device__ __forceinline__ void pingpong_start() {
-    if (Cfg::kPingPong && wg == 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();
+    if (Cfg::kPingPong && wg == Cfg::kNumConsumerWarpgroups - 1) arch::named_barrier_arrive<kBarPingPongWg0, 256>();
   }
   __device__ __forceinline__ void pingpong_finish() {
     if (Cfg::kPingPong && wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();

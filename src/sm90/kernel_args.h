@@ -21,6 +21,7 @@ struct Sm90FwdArgs {
 enum NamedBarrier : int {
   kBarPingPongWg0 = 1,  // consumer warpgroup 0 may issue its GEMMs
   kBarPingPongWg1 = 2,  // consumer warpgroup 1 may issue its GEMMs
+  kBarPingPongWg2 = 3,  // consumer warpgroup 2 may issue its GEMMs (3-group configs)
 };
 
 // The CTA's mbarriers (static smem, 8-byte aligned).

@@ -168,23 +168,26 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 #endif
 
 // The configuration each (head dim, dtype) dispatches to.
-template <int D, bool Bf16, bool Causal>
-using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN, Sm90TileTable<D>::kStages, Bf16,
-                                    FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
-                                    FLASHATTN_SM90_PERSISTENT != 0>;
+template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
+using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
+                                    Sm90TileTable<D>::kStages, Bf16, FLASHATTN_SM90_OVERLAP != 0,
+                                    FLASHATTN_SM90_PINGPONG != 0, FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>
 Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 
-// Causal and non-causal may use different tiles; one config when they agree.
+// Picks the table's configuration for the mask and length. Identical choices collapse into one
+// instantiation (same Sm90FwdConfig type).
 template <int D, bool Bf16>
 Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  if constexpr (Sm90TileTable<D>::kBlockN == Sm90TileTable<D>::kBlockNCausal)
-    return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
-  else
-    return p.causal ? launch_fwd<DefaultConfig<D, Bf16, true>>(p, stream)
-                    : launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
+  using T = Sm90TileTable<D>;
+  if (!p.causal) return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
+  if constexpr (T::kConsumerWarpgroupsShortCausal != T::kConsumerWarpgroups) {
+    if (p.sq < T::kShortCausalSeqLen)
+      return launch_fwd<DefaultConfig<D, Bf16, true, T::kConsumerWarpgroupsShortCausal>>(p, stream);
+  }
+  return launch_fwd<DefaultConfig<D, Bf16, true>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

@@ -239,6 +239,7 @@ int main(int argc, char** argv) {
           // Many tiles per persistent CTA, including fully masked ones (causal, sq > sk).
           if (!quick) cases.push_back({4, 1000, 1000, 16, 16, d, (bool)causal, (bool)bf, false});
           if (!quick) cases.push_back({3, 2000, 300, 16, 4, d, (bool)causal, (bool)bf, false});
+          if (!quick) cases.push_back({1, 3000, 500, 4, 2, d, (bool)causal, (bool)bf, false});
         }
     int fails = 0;
     for (const Case& c : cases) fails += !(c.bf16 ? run_case<__nv_bfloat16>(c) : run_case<__half>(c));
