@@ -1,4 +1,4 @@
-// Producer warp: TMA loads of Q (once) and the K/V ring. K and V of a stage have separate
+// Producer thread: TMA loads of Q (once per tile) and the K/V ring. K and V of a stage have separate
 // full/empty barriers so QK^T(j) can start on K(j) alone (kSplitKVBarriers).
 #pragma once
 
