@@ -2,7 +2,7 @@
 # Installs the Debian packages the build needs (when run as root), or prints the exact
 # command to run. The CUDA toolkit (nvcc >= 13) is a precondition, not installed here.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev)
+pkgs=(cmake ninja-build g++ libgtest-dev libcli11-dev nlohmann-json3-dev python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

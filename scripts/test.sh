@@ -7,10 +7,15 @@ export PATH=/usr/local/cuda/bin:$PATH
 bash scripts/deps.sh
 cmake --preset default >/dev/null
 cmake --build --preset default -j"$(nproc)"
-if python3 -c 'import pytest' 2>/dev/null && [ -d tests/python ]; then
-  python3 -m pytest -q tests/python
+# The Python suite: C-ABI tests run anywhere; torch tests skip without torch and a GPU.
+py=""
+for cand in python3 /usr/bin/python3; do
+  if "$cand" -c 'import pytest' 2>/dev/null; then py=$cand; break; fi
+done
+if [ -n "$py" ]; then
+  FLASHATTN_LIBRARY="$PWD/build/libflashattn.so" "$py" -m pytest -q -p no:cacheprovider tests/python
 else
-  echo "python tests: pytest not installed here; run on the GPU machine by scripts/gpu-check.sh"
+  echo "python tests: no python3 with pytest (apt-get install python3-pytest)"
 fi
 # One line per test is noise at ~300 tests; failures and the summary are what matter.
-ctest --preset default -j"$(nproc)" | { grep -v -E '((Passed|Skipped) +[0-9.]+ sec|\(Skipped\))$' || true; }
+ctest --preset default -j"$(nproc)" | { grep -v -E '((Passed|Skipped) +[0-9.]+ sec|\(Skipped\)|The following tests did not run:)$' || true; }
