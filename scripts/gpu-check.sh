@@ -31,6 +31,11 @@ failed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$out/gpu-tests.log" | grep -oE '
 note "gpu tests: rc=$rc passed=$passed skipped=$skipped failed=${failed:-0}"
 [ $rc -ne 0 ] && fail=1 && grep -E '^\[  FAILED  \]' "$out/gpu-tests.log" | head -8 | sed 's/^/  /' >>"$out/summary-fail.txt"
 
+report=""; [ -f "$build/ptxas-report.txt" ] && report="$build/ptxas-report.txt"
+bash "$(dirname "$0")/check-sass.sh" "$build/libflashattn.so" $report >"$out/sass.log" 2>&1
+rc=$?; note "$(tail -2 "$out/sass.log" | tr '\n' ' ')(rc=$rc)"
+[ $rc -ne 0 ] && fail=1
+
 bench="$build/tools/bench/flashattn-bench"
 "$bench" --backend reference --check --heads 16 --seqlen 1024 --iters 5 --warmup 1 >"$out/bench-reference.log" 2>&1
 rc=$?; note "bench --backend reference --check: rc=$rc $(grep -E 'Check vs' "$out/bench-reference.log" | cut -c1-40)"
