@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "arch/ex2.h"
+#include "arch/fast_math.h"
 
 namespace flashattn::sm80 {
 
