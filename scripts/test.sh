@@ -3,10 +3,7 @@
 # skipped on a machine without one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH=/usr/local/cuda/bin:$PATH
-bash scripts/deps.sh
-cmake --preset default >/dev/null
-cmake --build --preset default -j"$(nproc)"
+bash scripts/build.sh
 # The Python suite: C-ABI tests run anywhere; torch tests skip without torch and a GPU.
 py=""
 for cand in python3 /usr/bin/python3; do
