@@ -3,7 +3,7 @@
 #   scripts/gpu-check.sh BUILD_DIR OUT_DIR [--sanitize] [--compare] [--no-pytest]
 # Runs the GPU tests, the bench's --check path, the Python suite, and optionally
 # compute-sanitizer on a small grid and bench/compare.py. Logs go to OUT_DIR; a short
-# summary is printed last. GTEST_FILTER narrows the GPU tests.
+# summary is printed last. GTEST_FILTER narrows the GPU tests; COMPARE_ARGS goes to compare.py.
 set -uo pipefail
 build=${1:?usage: gpu-check.sh BUILD_DIR OUT_DIR [--sanitize] [--compare] [--no-pytest]}
 out=${2:?usage: gpu-check.sh BUILD_DIR OUT_DIR [...]}
@@ -51,7 +51,9 @@ if [ $pytest = 1 ] && [ -d tests/python ]; then
 fi
 
 if [ $compare = 1 ] && [ -f bench/compare.py ]; then
-  FLASHATTN_LIBRARY="$build/libflashattn.so" python3 bench/compare.py --out "$out" >"$out/compare.log" 2>&1
+  # COMPARE_ARGS passes options through, e.g. "--timer graph" or "--quick".
+  FLASHATTN_LIBRARY="$build/libflashattn.so" python3 bench/compare.py --out "$out" ${COMPARE_ARGS:-} \
+    >"$out/compare.log" 2>&1
   rc=$?; note "compare.py: rc=$rc (table in compare.log)"
   [ $rc -ne 0 ] && fail=1
 fi

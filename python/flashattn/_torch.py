@@ -93,8 +93,7 @@ def _backend_id(backend: Union[str, int]) -> int:
 
 # ----------------------------------------------------------------------------- the op
 
-@torch.library.custom_op("flashattn::fwd", mutates_args=(), device_types="cuda")
-def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
          causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D)."""
     _check_group(q, k, v)
@@ -113,6 +112,10 @@ def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
             out.zero_()
             lse.fill_(float("-inf"))
     return out, lse
+
+
+_fwd = torch.library.custom_op("flashattn::fwd", _fwd_impl, mutates_args=(),
+                               device_types="cuda")
 
 
 @_fwd.register_fake
@@ -150,8 +153,13 @@ def _scale_arg(softmax_scale) -> float:
 def flash_attn_forward(q, k, v, softmax_scale=None, causal=False, *, backend="auto"):
     """(out, lse) with an explicit backend: "auto" | "sm90" | "sm80" | "reference"."""
     _check_group(q, k, v)
-    return torch.ops.flashattn.fwd(q, k, v, _scale_arg(softmax_scale), bool(causal),
-                                   _backend_id(backend))
+    scale, causal, backend_id = _scale_arg(softmax_scale), bool(causal), _backend_id(backend)
+    if not torch.compiler.is_compiling() and not (
+            torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        # Plain eager call with nothing to differentiate: the op's own body, without the
+        # dispatcher's per-call cost (tens of microseconds, as much as a short kernel).
+        return _fwd_impl(q, k, v, scale, causal, backend_id)
+    return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, *,
