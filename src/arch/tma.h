@@ -24,6 +24,11 @@ __device__ __forceinline__ void tma_store_4d(const void* tmap, uint32_t src, int
       : "memory");
 }
 
+// 4-byte shared-memory store at a shared-window address (staging O for a TMA store).
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 // Closes the pending bulk stores of this thread into a group.
 __device__ __forceinline__ void cp_async_bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");

@@ -8,7 +8,7 @@ namespace flashattn::sm90 {
 
 template <int HeadDim, int BlockN, int Stages, bool Bf16,
           bool IntraWarpgroupOverlap = true, bool PingPong = true, bool Persistent = true,
-          int ConsumerWarpgroups = 2>
+          int ConsumerWarpgroups = 2, bool ConditionalRescale = false, bool TmaStoreEpilogue = false>
 struct Sm90FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
@@ -32,6 +32,12 @@ struct Sm90FwdConfig {
   static_assert(!kPingPong || kIntraWarpgroupOverlap, "ping-pong turns are built around the overlapped loop");
   // One CTA per SM striding over tiles: tile i+1's Q/K/V loads overlap tile i's epilogue.
   static constexpr bool kPersistent = Persistent;
+  // Lazy rescaling (FA4): the running row max is only raised when a tile's max exceeds it by more
+  // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
+  // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its
+  // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
+  static constexpr bool kConditionalRescale = ConditionalRescale;
+  static constexpr float kRescaleThreshold = 8.f;
 
   // ---- threads ----
   static constexpr int kNumThreads = 128 * (kNumConsumerWarpgroups + 1);  // + producer warpgroup
@@ -55,8 +61,19 @@ struct Sm90FwdConfig {
   static constexpr uint32_t kSmemQ = 0;
   static constexpr uint32_t kSmemK = kSmemQ + kQBytes;
   static constexpr uint32_t kSmemV = kSmemK + kStages * kKVBytes;
-  static constexpr uint32_t kSmemBytes = kSmemV + kStages * kKVBytes;
+  static constexpr uint32_t kSmemMainBytes = kSmemV + kStages * kKVBytes;
   static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
+  // O staging for the TMA-store epilogue: a separate buffer (Q may already hold the next tile's
+  // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x D/64 boxes of
+  // 64 x 128 B, 128B swizzle. Only configs with room for it get it (D=128 causal, D=64 with two
+  // groups; D=128 non-causal with BlockN <= 160). Three-group configs (160 registers) spilled
+  // 24 B with it, so they keep direct stores.
+  static constexpr bool kTmaStoreEpilogue = TmaStoreEpilogue && kNumConsumerWarpgroups == 2 &&
+                                            kSmemMainBytes + kQBytes + kSmemAlign <= 227 * 1024 - 256;
+  static constexpr uint32_t kSmemO = kSmemMainBytes;
+  static constexpr uint32_t kOGroupBytes = 64 * kHeadDim * kElemBytes;  // one consumer group's rows
+  static constexpr uint32_t kOBoxBytes = 64 * 128;
+  static constexpr uint32_t kSmemBytes = kSmemMainBytes + (kTmaStoreEpilogue ? kQBytes : 0);
   static constexpr uint32_t kDynamicSmemBytes = kSmemBytes + kSmemAlign;  // slack to round up the base
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles must start on the 1 KiB swizzle repeat");
   static_assert(kDynamicSmemBytes <= 227 * 1024, "exceeds the 227 KiB opt-in smem of sm_90");
@@ -85,19 +102,36 @@ template <int HeadDim>
 struct Sm90TileTable;
 template <>
 struct Sm90TileTable<64> {
-  static constexpr int kBlockN = 128, kBlockNCausal = 128, kStages = 2;
+  static constexpr int kBlockN = 128, kBlockNCausal = 128, kStages = 2, kStagesCausal = 2;
   static constexpr int kConsumerWarpgroups = FLASHATTN_SM90_D64_CONSUMER_WGS;
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 2048;
+  static constexpr bool kConditionalRescale = false;  // V5: -2.5% non-causal 4k
+  static constexpr int kCausalOneCtaPerTileSeqLen = 0;  // 0: always dynamic persistent
 };
+#ifndef FLASHATTN_SM90_D128_BLOCKN
+#define FLASHATTN_SM90_D128_BLOCKN 176
+#endif
+#ifndef FLASHATTN_SM90_D128_CAUSAL_STAGES
+#define FLASHATTN_SM90_D128_CAUSAL_STAGES 2
+#endif
 template <>
 struct Sm90TileTable<128> {
-  static constexpr int kBlockN = 176, kBlockNCausal = 128, kStages = 2, kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = FLASHATTN_SM90_D128_BLOCKN, kBlockNCausal = 128, kStages = 2, kConsumerWarpgroups = 2;
+  static constexpr int kStagesCausal = FLASHATTN_SM90_D128_CAUSAL_STAGES;  // 3 fits (224 KiB): V7 ablation
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 0;
+  static constexpr bool kConditionalRescale = false;  // V5: -2% non-causal, +-1% causal
+  static constexpr int kCausalOneCtaPerTileSeqLen = 0;
 };
 template <>
 struct Sm90TileTable<256> {
-  static constexpr int kBlockN = 80, kBlockNCausal = 80, kStages = 2, kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = 80, kBlockNCausal = 80, kStages = 2, kStagesCausal = 2, kConsumerWarpgroups = 2;
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 0;
+  // V5: O is 128 f32 per thread against 40 scores per key tile, so the skipped O rescale is a
+  // large share of the softmax work: +4% causal, +3.5-16% non-causal.
+  static constexpr bool kConditionalRescale = true;
+  // V6: causal Sq >= this runs one CTA per tile instead of the dynamic persistent grid
+  // (V6: with lazy rescale +2% at 2k, +4% 4k, +9% 8k, +5-24% 16k; dynamic stays ahead at 1k).
+  static constexpr int kCausalOneCtaPerTileSeqLen = 2048;
 };
 
 }  // namespace flashattn::sm90

@@ -38,6 +38,7 @@ struct Consumer {
   static constexpr int kS = Cfg::kSRegs;
   static constexpr int kO = Cfg::kORegs;
   static constexpr int kP = Cfg::kPSteps;
+  using Softmax = OnlineSoftmax<kS, Cfg::kConditionalRescale>;
 
   PipelineBarriers<Cfg::kStages>& bars;
   uint32_t smem;
@@ -125,11 +126,22 @@ struct Consumer {
     if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bar));
   }
 
-  __device__ __forceinline__ void mask_and_softmax(const AttnMask& mask, OnlineSoftmax<kS>& sm, int n, int m0,
-                                                   int row0, float scale_log2, float (&alpha)[2]) {
+  // Returns whether this thread's O rows need rescaling (always true without lazy rescaling).
+  __device__ __forceinline__ bool mask_and_softmax(const AttnMask& mask, Softmax& sm, int n, int m0, int row0,
+                                                   float scale_log2, float (&alpha)[2]) {
     if (mask.tile_needs_mask(n, m0, Cfg::kBlockN))
       mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
-    sm.step(rS, scale_log2, alpha);
+    return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
+  }
+
+  // O *= alpha, skipped by a whole warp when lazy rescaling left all its rows' max unchanged
+  // (alpha == 1 exactly; a warp-uniform branch, outside any wgmma fence/issue sequence).
+  __device__ __forceinline__ void maybe_rescale_o(bool moved, const float (&alpha)[2]) {
+    if constexpr (Cfg::kConditionalRescale) {
+      if (__any_sync(0xffffffffu, moved)) rescale_o(alpha);
+    } else {
+      rescale_o(alpha);
+    }
   }
 
   // Ping-pong: turns strictly cycle 0,1[,2],0,... over the whole CTA lifetime (every group takes
@@ -151,7 +163,7 @@ struct Consumer {
   }
 
   // Runs all key tiles; leaves O unnormalised and the softmax state in `sm`.
-  __device__ __forceinline__ void mainloop(const AttnMask& mask, OnlineSoftmax<kS>& sm, int n_blocks, int m0,
+  __device__ __forceinline__ void mainloop(const AttnMask& mask, Softmax& sm, int n_blocks, int m0,
                                            int row0, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;
@@ -187,12 +199,12 @@ struct Consumer {
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
         if (n == 0) release(bars.q_empty);
-        mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+        const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rO);
         fence_p();
         release(bars.v_empty[pv_stage]);
-        rescale_o(alpha);
+        maybe_rescale_o(moved, alpha);
         convert_p();
         pv_stage = stage;
         pv_phase = phase;
@@ -216,8 +228,8 @@ struct Consumer {
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
         if (n == 0) release(bars.q_empty);
-        mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
-        rescale_o(alpha);
+        const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+        maybe_rescale_o(moved, alpha);
         convert_p();
         arch::mbarrier_wait(arch::smem_u32(&bars.v_full[stage]), phase);
         issue_pv(stage);

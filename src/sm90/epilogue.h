@@ -1,5 +1,6 @@
-// Epilogue: O / rowsum written straight from the accumulator registers in q's dtype, lse in fp32.
-// Rows >= Sq are never written. Offsets are 64-bit.
+// Epilogue: O / rowsum in q's dtype, lse in fp32. Rows >= Sq are never written. Offsets are 64-bit.
+// Two ways to write O: straight from the accumulator registers (4-byte stores), or
+// (kTmaStoreEpilogue) staged in swizzled smem and written by one TMA store per 64-column box.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +8,8 @@
 
 #include <cstdint>
 
+#include "arch/named_barrier.h"
+#include "arch/tma.h"
 #include "sm90/consumer.h"
 #include "sm90/kernel_args.h"
 
@@ -14,7 +17,7 @@ namespace flashattn::sm90 {
 
 template <class Cfg>
 __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&rO)[Cfg::kORegs],
-                                               OnlineSoftmax<Cfg::kSRegs>& sm, int b, int h, int row0) {
+                                               typename Consumer<Cfg>::Softmax& sm, int b, int h, int row0) {
   float inv[2], lse[2];
   sm.finalize(inv, lse);
   const int q = threadIdx.x & 3;
@@ -32,6 +35,58 @@ __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&
     }
     if (args.lse != nullptr && q == 0)
       args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
+  }
+}
+
+// Barrier over one consumer warpgroup's 128 threads (ids must be immediates).
+template <class Cfg>
+__device__ __forceinline__ void epilogue_wg_sync(int wg) {
+  if (wg == 0) arch::named_barrier_sync<kBarEpilogueWg0, 128>();
+  else if (Cfg::kNumConsumerWarpgroups == 2 || wg == 1) arch::named_barrier_sync<kBarEpilogueWg0 + 1, 128>();
+  else if constexpr (Cfg::kNumConsumerWarpgroups == 3) arch::named_barrier_sync<kBarEpilogueWg0 + 2, 128>();
+}
+
+// TMA-store epilogue for consumer group `wg` (rows m0 + 64wg ...): each group has its own 64-row
+// staging buffer (Cfg::kSmemO + wg * kOGroupBytes), so groups never wait for each other. The
+// group's thread 0 issues the stores and, at the next tile's epilogue (or exit), waits until
+// they have read the buffer before anyone overwrites it.
+template <class Cfg>
+__device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t smem, const Sm90FwdArgs& args,
+                                                   float (&rO)[Cfg::kORegs], typename Consumer<Cfg>::Softmax& sm,
+                                                   int b, int h, int m0, int wg) {
+  float inv[2], lse[2];
+  sm.finalize(inv, lse);
+  const int t = threadIdx.x % 128, q = t & 3;
+  const uint32_t buf = smem + Cfg::kSmemO + wg * Cfg::kOGroupBytes;
+  if (t == 0) arch::cp_async_bulk_wait_group_read0();  // previous tile's store has read buf
+  epilogue_wg_sync<Cfg>(wg);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int rl = 16 * (t / 32) + (t % 32) / 4 + 8 * r;  // row inside the group's 64
+    // Columns 8c + 2q, +1: 16-byte chunk c % 8 of box c / 8, swizzled by rl % 8 (128B pattern);
+    // the 32 lanes hit 32 distinct banks.
+#pragma unroll
+    for (int c = 0; c < Cfg::kORegs / 4; ++c) {
+      const int i = 4 * c + 2 * r;
+      const uint32_t addr = buf + (c / 8) * Cfg::kOBoxBytes + rl * 128 + (((c % 8) ^ (rl % 8)) << 4) + 4 * q;
+      arch::st_shared_b32(addr, pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]));
+    }
+  }
+  arch::fence_proxy_async_shared_cta();  // generic-proxy writes -> visible to the TMA engine
+  epilogue_wg_sync<Cfg>(wg);
+  const int row_base = m0 + 64 * wg;
+  if (t == 0 && row_base < args.sq) {
+#pragma unroll
+    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+      arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxBytes, c * Cfg::kBoxCols, row_base, h, b);  // rows >= Sq clipped
+    arch::cp_async_bulk_commit_group();
+  }
+  if (args.lse != nullptr && q == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row_base + 16 * (t / 32) + (t % 32) / 4 + 8 * r;
+      if (row < args.sq) args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
+    }
   }
 }
 

@@ -22,7 +22,8 @@ namespace flashattn::sm90 {
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     sm90_fwd_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-                    const __grid_constant__ CUtensorMap tmV, const Sm90FwdArgs args) {
+                    const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmO,
+                    const Sm90FwdArgs args) {
   // wgmma and setmaxnreg exist only under sm_90a (compute_90a); other device passes get an
   // empty body (nvcc also runs a preprocessing pass with __CUDA_ARCH__ but no feature macro).
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -57,6 +58,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     prefetch_tensormap(&tmQ);
     prefetch_tensormap(&tmK);
     prefetch_tensormap(&tmV);
+    if (Cfg::kTmaStoreEpilogue && args.o_tma) prefetch_tensormap(&tmO);
   }
   __syncthreads();
 
@@ -93,10 +95,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     sched.decode(t, m_block, h, b);
     const int m0 = m_block * Cfg::kBlockM;
     const int n_blocks = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
-    OnlineSoftmax<Cfg::kSRegs> sm;
+    typename Consumer<Cfg>::Softmax sm;
     c.mainloop(mask, sm, n_blocks, m0, m0 + row_in_tile, args.scale_log2);
-    epilogue_store<Cfg>(args, c.rO, sm, b, h, m0 + row_in_tile);
+    if (Cfg::kTmaStoreEpilogue && args.o_tma)
+      epilogue_store_tma<Cfg>(&tmO, smem, args, c.rO, sm, b, h, m0, c.wg);
+    else
+      epilogue_store<Cfg>(args, c.rO, sm, b, h, m0 + row_in_tile);
   }
+  // The last TMA store must have read its staging buffer before the CTA's smem goes away.
+  if (Cfg::kTmaStoreEpilogue && args.o_tma && t_in_wg == 0) cp_async_bulk_wait_group_read0();
   c.pingpong_finish();
 #endif
 }

@@ -15,6 +15,7 @@ struct Sm90FwdArgs {
   float scale_log2;
   bool causal;
   int* tile_counter;  // dynamic persistent scheduling (2 ints, zero between launches), or null
+  bool o_tma;         // kTmaStoreEpilogue configs: O's tensor map is valid (else direct stores)
 };
 
 // Barrier ids of the named CTA barriers (0 is __syncthreads).
@@ -22,6 +23,7 @@ enum NamedBarrier : int {
   kBarPingPongWg0 = 1,  // consumer warpgroup 0 may issue its GEMMs
   kBarPingPongWg1 = 2,  // consumer warpgroup 1 may issue its GEMMs
   kBarPingPongWg2 = 3,  // consumer warpgroup 2 may issue its GEMMs (3-group configs)
+  kBarEpilogueWg0 = 4,  // TMA-store epilogue: consumer warpgroup g's 128 threads use id 4 + g
 };
 
 // The CTA's mbarriers (static smem, 8-byte aligned).

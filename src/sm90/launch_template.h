@@ -63,8 +63,10 @@ inline int num_sms() {
 #ifndef FLASHATTN_SM90_SCHED_NONCAUSAL
 #define FLASHATTN_SM90_SCHED_NONCAUSAL 2
 #endif
+// Causal default (-1): dynamic, except one CTA per tile from the table's
+// kCausalOneCtaPerTileSeqLen on (D=256, see config.h).
 #ifndef FLASHATTN_SM90_SCHED_CAUSAL
-#define FLASHATTN_SM90_SCHED_CAUSAL 2
+#define FLASHATTN_SM90_SCHED_CAUSAL -1
 #endif
 
 // Tile counters for dynamic scheduling: a per-device pool of zeroed {next, finished} pairs,
@@ -105,7 +107,7 @@ template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  CUtensorMap tmQ, tmK, tmV;
+  CUtensorMap tmQ, tmK, tmV, tmO{};
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
   if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, p.q_sb, p.q_ss, p.q_sh, Cfg::kBlockM) ||
       !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, p.k_sb, p.k_ss, p.k_sh, Cfg::kBlockN) ||
@@ -126,6 +128,13 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
+  // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
+  args.o_tma = false;
+  if constexpr (Cfg::kTmaStoreEpilogue) {
+    const bool aligned = reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && p.o_ss > 0 && p.o_ss % 8 == 0 &&
+                         p.o_sh > 0 && p.o_sh % 8 == 0 && p.o_sb > 0 && p.o_sb % 8 == 0;
+    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d, p.o_sb, p.o_ss, p.o_sh, 64);
+  }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
   static std::once_flag once;
@@ -142,13 +151,17 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA
   // per tile (620 vs 668 TFLOPS at S=16k, D=128), the atomic counter beats both (396 vs 344 at
   // S=1k). Non-causal: dynamic measured equal or +1% over static; one path for both.
-  const int mode = p.causal ? FLASHATTN_SM90_SCHED_CAUSAL : FLASHATTN_SM90_SCHED_NONCAUSAL;
+  // D=256 causal at long S measured faster with one CTA per tile (V6, reason not yet understood).
+  constexpr int kOneCtaFrom = Sm90TileTable<Cfg::kHeadDim>::kCausalOneCtaPerTileSeqLen;
+  const int causal_mode = FLASHATTN_SM90_SCHED_CAUSAL >= 0 ? FLASHATTN_SM90_SCHED_CAUSAL
+                          : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
+  const int mode = p.causal ? causal_mode : FLASHATTN_SM90_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
   if (Cfg::kPersistent && mode >= 1) {
     grid = (int)std::min<long long>(tiles, num_sms());
     if (mode == 2) args.tile_counter = next_tile_counter(stream);  // null (static) if unavailable
   }
-  kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, args);
+  kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, tmO, args);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return {StatusCode::kCudaError, std::string("backend sm90: launch: ") + cudaGetErrorString(err)};
@@ -166,12 +179,22 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 #ifndef FLASHATTN_SM90_PINGPONG
 #define FLASHATTN_SM90_PINGPONG FLASHATTN_SM90_OVERLAP
 #endif
+// -1: per head dim from Sm90TileTable (on for D=256); 0/1 force it off/on everywhere.
+#ifndef FLASHATTN_SM90_COND_RESCALE
+#define FLASHATTN_SM90_COND_RESCALE -1
+#endif
+#ifndef FLASHATTN_SM90_TMA_STORE
+#define FLASHATTN_SM90_TMA_STORE 0
+#endif
 
 // The configuration each (head dim, dtype) dispatches to.
 template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
 using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
-                                    Sm90TileTable<D>::kStages, Bf16, FLASHATTN_SM90_OVERLAP != 0,
-                                    FLASHATTN_SM90_PINGPONG != 0, FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups>;
+                                    Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, Bf16, FLASHATTN_SM90_OVERLAP != 0,
+                                    FLASHATTN_SM90_PINGPONG != 0, FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
+                                    FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
+                                                                    : FLASHATTN_SM90_COND_RESCALE != 0,
+                                    FLASHATTN_SM90_TMA_STORE != 0>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>

@@ -9,29 +9,46 @@
 
 namespace flashattn::sm90 {
 
-template <int kSRegs>
+template <int kSRegs, bool kLazyRescale = false>
 struct OnlineSoftmax {
   // Running row max, already multiplied by scale*log2(e) (the exp2 domain). -inf: nothing seen.
   float row_max[2] = {-INFINITY, -INFINITY};
   // Per-thread partial row sums; reduced over the quad only once, in finalize().
   float row_sum[2] = {0.f, 0.f};
 
-  // S <- exp2(S*scale_log2 - new_max) in place; returns in alpha the factor the running O
-  // must be multiplied by (0 while the row had no visible key yet).
-  __device__ __forceinline__ void step(float (&s)[kSRegs], float scale_log2, float (&alpha)[2]) {
+  // S <- exp2(S*scale_log2 - max) in place; returns in alpha the factor the running O must be
+  // multiplied by (0 while the row had no visible key yet). Returns whether either of this
+  // thread's rows changed its max (alpha != 1); always true without lazy rescaling. The four
+  // threads of a quad agree (the max is quad-reduced).
+  // kLazyRescale: the max is raised only if the tile's max exceeds it by more than kThreshold,
+  // so every exp2 argument is <= kThreshold (P <= 2^kThreshold) and a row that keeps its max has
+  // alpha exactly 1.
+  template <float kThreshold = 8.f>
+  __device__ __forceinline__ bool step(float (&s)[kSRegs], float scale_log2, float (&alpha)[2]) {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < kSRegs; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
     float off[2];
+    bool moved = !kLazyRescale;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float new_max = fmaxf(row_max[r], mx[r] * scale_log2);
-      // A row with no visible key so far keeps max -inf; subtract 0 so exp2(-inf) = 0, not NaN.
-      off[r] = new_max == -INFINITY ? 0.f : new_max;
-      alpha[r] = arch::ex2_approx_ftz(row_max[r] - off[r]);
-      row_max[r] = new_max;
+      const float cand = fmaxf(row_max[r], mx[r] * scale_log2);
+      if constexpr (kLazyRescale) {
+        // -inf -> finite: +inf > threshold (raise); -inf -> -inf: NaN compares false (keep).
+        const bool raise = cand - row_max[r] > kThreshold;
+        const float new_max = raise ? cand : row_max[r];
+        off[r] = new_max == -INFINITY ? 0.f : new_max;
+        alpha[r] = raise ? arch::ex2_approx_ftz(row_max[r] - off[r]) : 1.f;
+        row_max[r] = new_max;
+        moved = moved || raise;
+      } else {
+        // A row with no visible key so far keeps max -inf; subtract 0 so exp2(-inf) = 0, not NaN.
+        off[r] = cand == -INFINITY ? 0.f : cand;
+        alpha[r] = arch::ex2_approx_ftz(row_max[r] - off[r]);
+        row_max[r] = cand;
+      }
     }
     float sum[2] = {0.f, 0.f};
 #pragma unroll
@@ -43,6 +60,7 @@ struct OnlineSoftmax {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * alpha[r] + sum[r];
+    return moved;
   }
 
   // Quad-reduces the sums; returns 1/sum per row (0 for a fully masked row) and the natural-log
