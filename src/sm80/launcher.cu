@@ -35,7 +35,7 @@ constexpr TunedRow kTuned[] = {
 
 // Defaults for devices the table does not know: the FA2 block shapes, all instantiated and
 // within A100's 163 KB of shared memory. (128x64x4 at D=128 spills 56-64 B/thread under ptxas
-// but measured fastest on the H200 anyway; see docs/sm80-log.md.)
+// but measured fastest on the H200 anyway; see docs/VERSIONS.md (sm80 family).)
 TunedRow default_row(int head_dim) {
   switch (head_dim) {
     case 64: return {0, kFloat16, 64, false, 128, 64, 4, 2, false, false};

@@ -24,7 +24,7 @@ struct Sm90FwdConfig {
   // ---- optimisation flags (each one an ablation switch) ----
   // K and V of a stage have their own full/empty barriers: QK^T(j) starts when K(j) lands,
   // without waiting for V(j), and K's slot is freed as soon as QK^T(j) retires.
-  static constexpr bool kSplitKVBarriers = true;  // structural: always on (see docs/sm90-log.md)
+  static constexpr bool kSplitKVBarriers = true;  // structural: always on (see docs/VERSIONS.md (sm90 family))
   // Issue QK^T(j) and PV(j-1) back to back; softmax(j) runs while PV(j-1) is in flight.
   static constexpr bool kIntraWarpgroupOverlap = IntraWarpgroupOverlap;
   // Named barriers order the two consumer warpgroups' GEMM issue so their softmaxes alternate.

@@ -35,7 +35,7 @@ struct TileScheduler {
   // m is the fastest index so concurrent CTAs share one head's K/V in L2, and within a head the
   // m blocks go last-first so causal's longest tiles start first. (An m-slowest, longest-first
   // order balanced static striding better but lost L2 locality: 588 vs 668 TFLOPS at causal
-  // S=16k, D=128 with one CTA per tile; see docs/sm90-log.md.)
+  // S=16k, D=128 with one CTA per tile; see docs/VERSIONS.md (sm90 family).)
   __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
     const int hb = t / num_m_blocks;
     m_block = num_m_blocks - 1 - (t - hb * num_m_blocks);

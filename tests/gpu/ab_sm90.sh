@@ -2,7 +2,7 @@
 # One device call for the sm90 V5+ experiments: correctness of the variant builds, then same-call
 # timing of the variants (two alternating rounds) against cuDNN. Binaries: $AB/<name>/test_sm90_standalone
 # (tests/gpu/build_test_sm90.sh <dir> "<flags>", then copy). Usage: tests/gpu/ab_sm90.sh [dir] [v5|v6]
-# (v5: base cr tma both c0 bn160 bn160tma; v6: def base cr2 cr0 c0; v7: def st3 c0; see docs/sm90-log.md).
+# (v5: base cr tma both c0 bn160 bn160tma; v6: def base cr2 cr0 c0; v7: def st3 c0; see docs/VERSIONS.md (sm90 family)).
 AB=${1:-build-ab}
 plan=${2:-v5}
 t() { echo "== $*"; }
