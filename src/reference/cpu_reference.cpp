@@ -35,6 +35,12 @@ double fp16_round(double x) {
   return std::copysign(std::nearbyint(ax / unit) * unit, x);  // default rounding: ties-to-even
 }
 
+// Keys 0..n-1 are visible to query row i; causal is bottom-right aligned (written out here
+// rather than shared with the kernels' helper, so the reference stays independent).
+int64_t visible_keys(const Problem& pr, int i) {
+  return pr.causal ? std::clamp<int64_t>(int64_t(i) + pr.sk - pr.sq + 1, 0, pr.sk) : pr.sk;
+}
+
 }  // namespace
 
 double Problem::effective_scale() const { return scale > 0 ? scale : 1.0 / std::sqrt(double(d)); }
@@ -57,8 +63,7 @@ void attention_fp64(const Problem& pr, const double* q, const double* k, const d
     for (int h = 0; h < pr.hq; ++h)
       for (int i = 0; i < pr.sq; ++i) {
         const int hk = h / ratio;
-        const int64_t n = pr.causal ? std::clamp<int64_t>(int64_t(i) + pr.sk - pr.sq + 1, 0, pr.sk)
-                                    : pr.sk;
+        const int64_t n = visible_keys(pr, i);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
@@ -90,8 +95,7 @@ void attention_lowp(const Problem& pr, DType dt, const double* q, const double* 
     for (int h = 0; h < pr.hq; ++h)
       for (int i = 0; i < pr.sq; ++i) {
         const int hk = h / ratio;
-        const int64_t n = pr.causal ? std::clamp<int64_t>(int64_t(i) + pr.sk - pr.sq + 1, 0, pr.sk)
-                                    : pr.sk;
+        const int64_t n = visible_keys(pr, i);
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) {
           float dot = 0;
