@@ -38,6 +38,7 @@ std::vector<Case> grid() {
         cs.push_back({1, 1000, 113, 8, 8, d, causal, dt});   // Sq > Sk: fully masked rows
         cs.push_back({1, 4097, 4097, 8, 2, d, causal, dt});
         cs.push_back({16, 256, 256, 4, 1, d, causal, dt});   // batch 16, MQA
+        cs.push_back({1, 1000, 1000, 16, 2, d, causal, dt});  // GQA 8
       }
   for (int d : {96, 192}) {
     cs.push_back({1, 1023, 1023, 4, 4, d, true, DType::kBFloat16});
