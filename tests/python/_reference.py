@@ -6,7 +6,7 @@ import torch
 
 def attention(q, k, v, softmax_scale=None, causal=False, dtype=torch.float32):
     """Attention computed with plain torch ops in `dtype`; returns out (B, Sq, Hq, D) in `dtype`
-    and lse (B, Hq, Sq) fp32 from the `dtype` scores. GQA by repeating K/V heads; causal mask
+    and lse (B, Hq, Sq) from the `dtype` scores, in the wider of fp32 and `dtype`. GQA by repeating K/V heads; causal mask
     bottom-right aligned; fully masked rows give out 0 and lse -inf."""
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
@@ -19,15 +19,15 @@ def attention(q, k, v, softmax_scale=None, causal=False, dtype=torch.float32):
         i = torch.arange(Sq, device=q.device)[:, None]
         j = torch.arange(Sk, device=q.device)[None, :]
         s = s.masked_fill(j > i + (Sk - Sq), float("-inf"))
-    lse = torch.logsumexp(s.float(), dim=-1)
+    lse = torch.logsumexp(s.to(torch.promote_types(dtype, torch.float32)), dim=-1)
     p = torch.softmax(s, dim=-1).nan_to_num(0.0).to(dtype)
     out = torch.matmul(p, vh).transpose(1, 2).contiguous()
     return out, lse
 
 
 def max_err(a, b):
-    """max |a - b| in fp32, counting equal infinities (lse of masked rows) as no error."""
-    a, b = a.float(), b.float()
+    """max |a - b| in fp64, counting equal infinities (lse of masked rows) as no error."""
+    a, b = a.double(), b.double()
     d = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
     return d.max().item() if d.numel() else 0.0
 

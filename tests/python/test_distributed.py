@@ -9,7 +9,6 @@ torch attention over the full sequence, out_lowp = the same naive attention in t
 Skipped without torch; the GPU tests are skipped without a CUDA device (the CPU float64 tests
 need only torch). Multi-GPU NCCL runs are not made here (bench/ring_scaling.py, torchrun).
 """
-import math
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from _reference import ATOL, LSE_ATOL, attention, max_err  # noqa: E402
 from flashattn.distributed import (  # noqa: E402
     LocalRing, LocalTransport, local_ring_flash_attn_func, merge_attn_states,
     ring_flash_attn_func, ring_shard, ring_shard_lengths, ring_unshard,
@@ -28,8 +28,6 @@ from flashattn.distributed import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
-ATOL = {torch.float16: 2e-4, torch.bfloat16: 1e-3}
-LSE_ATOL = 1e-3
 MEAN = 0.3  # inputs offset from zero mean, as in the other Python tests
 
 
@@ -40,37 +38,9 @@ def _seed():
 
 # ----------------------------------------------------------------------------- references
 
-def attention(q, k, v, softmax_scale=None, causal=False, dtype=torch.float32):
-    """Naive attention in `dtype`: out (B, Sq, Hq, D) in dtype, lse (B, Hq, Sq) in the wider of
-    fp32 and dtype. GQA by repeating K/V heads; causal bottom-right aligned; fully masked rows
-    give out 0 and lse -inf."""
-    B, Sq, Hq, D = q.shape
-    Sk, Hkv = k.shape[1], k.shape[2]
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(D)
-    qh = q.to(dtype).transpose(1, 2)
-    kh = k.to(dtype).transpose(1, 2).repeat_interleave(Hq // Hkv, dim=1)
-    vh = v.to(dtype).transpose(1, 2).repeat_interleave(Hq // Hkv, dim=1)
-    s = torch.matmul(qh, kh.transpose(-1, -2)) * scale
-    if causal:
-        i = torch.arange(Sq, device=q.device)[:, None]
-        j = torch.arange(Sk, device=q.device)[None, :]
-        s = s.masked_fill(j > i + (Sk - Sq), float("-inf"))
-    lse_dtype = torch.promote_types(dtype, torch.float32)
-    lse = torch.logsumexp(s.to(lse_dtype), dim=-1)
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0).to(dtype)
-    out = torch.matmul(p, vh).transpose(1, 2).contiguous()
-    return out, lse
-
-
 def cpu_attn_fn(q, k, v, softmax_scale, causal):
     """attn_fn for the ring on the CPU: the float64 reference in place of the library."""
     return attention(q, k, v, softmax_scale, causal, torch.float64)
-
-
-def max_err(a, b):
-    a, b = a.double(), b.double()
-    d = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
-    return d.max().item() if d.numel() else 0.0
 
 
 def masked_attn(q, k, v, mask):
