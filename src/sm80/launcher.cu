@@ -3,44 +3,42 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstddef>
+#include <iterator>
 #include <mutex>
 #include <string>
 
 #include "api/backends.h"
 #include "sm80/registry.h"
+#include "sm80/tuned_select.h"
 
 namespace flashattn::detail {
 namespace {
 
 using sm80::KernelEntry;
-
-struct TunedRow {
-  int sm;
-  ElemType dtype;
-  int head_dim;
-  bool causal;
-  int block_m, block_n, warps, frag_slice;
-  bool q_in_regs, rf_double_buffer;
-};
+using sm80::TunedRow;
 
 [[maybe_unused]] constexpr ElemType kFloat16 = ElemType::kFloat16;
 [[maybe_unused]] constexpr ElemType kBFloat16 = ElemType::kBFloat16;
 
 constexpr TunedRow kTuned[] = {
-#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, bm, bn, w, sl, qr, db) {sm, dt, d, causal, bm, bn, w, sl, qr, db},
+#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, max_s, bm, bn, w, sl, qr, db) \
+  {sm, dt, d, causal, max_s, bm, bn, w, sl, qr, db},
 #include "sm80/tuned_table.inc"
 #undef FLASHATTN_SM80_TUNED
-    {0, kFloat16, 0, false, 0, 0, 0, 0, false, false},  // sentinel
+    {0, kFloat16, 0, false, 0, 0, 0, 0, 0, false, false},  // sentinel
 };
+static_assert(sm80::tuned_rows_well_formed(kTuned),
+              "tuned_table.inc: negative max_seqlen, or two rows with the same key and max_seqlen");
 
 // Defaults for devices the table does not know: the FA2 block shapes, all instantiated and
 // within A100's 163 KB of shared memory. (128x64x4 at D=128 spills 56-64 B/thread under ptxas
 // but measured fastest on the H200 anyway; see docs/VERSIONS.md (sm80 family).)
 TunedRow default_row(int head_dim) {
   switch (head_dim) {
-    case 64: return {0, kFloat16, 64, false, 128, 64, 4, 2, false, false};
-    case 128: return {0, kFloat16, 128, false, 128, 64, 4, 2, false, false};
-    default: return {0, kFloat16, 256, false, 64, 64, 4, 2, false, false};
+    case 64: return {0, kFloat16, 64, false, 0, 128, 64, 4, 2, false, false};
+    case 128: return {0, kFloat16, 128, false, 0, 128, 64, 4, 2, false, false};
+    default: return {0, kFloat16, 256, false, 0, 64, 64, 4, 2, false, false};
   }
 }
 
@@ -74,15 +72,25 @@ const KernelEntry* find_kernel(const TunedRow& r, ElemType dt) {
   return nullptr;
 }
 
+// kTuned's rows resolved to their kernels once (null where the row names a configuration that is
+// not instantiated), so dispatch does not rescan the registry on every call.
+const KernelEntry* tuned_kernel(const TunedRow& r) {
+  static const std::array<const KernelEntry*, std::size(kTuned)> resolved = [] {
+    std::array<const KernelEntry*, std::size(kTuned)> a{};
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = find_kernel(kTuned[i], kTuned[i].dtype);
+    return a;
+  }();
+  return resolved[static_cast<std::size_t>(&r - kTuned)];
+}
+
 }  // namespace
 
-// The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner).
+// The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner):
+// the tuned row of the call's sequence-length bucket (tuned_select.h), else the head dim's default.
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
-  for (const TunedRow& r : kTuned) {
-    if (r.sm == sm && r.dtype == p.dtype && r.head_dim == p.d && r.causal == p.causal) {
-      if (const KernelEntry* e = find_kernel(r, p.dtype)) return e;
-    }
-  }
+  const TunedRow* r = sm80::select_tuned_row(kTuned, sm, p.dtype, p.d, p.causal, p.sq, p.sk,
+                                             [](const TunedRow& row) { return tuned_kernel(row) != nullptr; });
+  if (r != nullptr) return tuned_kernel(*r);
   return find_kernel(default_row(p.d), p.dtype);
 }
 

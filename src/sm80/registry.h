@@ -43,6 +43,7 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
 
 namespace flashattn::detail {
 // The kernel sm80_forward would launch for `p` on a device of capability `sm` (major*10+minor):
-// the tuned table's entry, else the head dim's default. Null if neither is instantiated.
+// the tuned table's row for the call's sequence-length bucket (max(Sq, Sk); sm80/tuned_select.h),
+// else the head dim's default. Null if neither is instantiated.
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm);
 }  // namespace flashattn::detail

@@ -2,8 +2,9 @@
 // sm80 kernel family. Modes (any combination, run in this order):
 //   --check      every library (and ablation) kernel against the GPU reference on awkward shapes
 //   --ablation   times the ablation variants (head dim 128, fp16)
-//   --tune FILE  times every candidate per (dtype, head dim, causal) on the standard grid and
-//                writes the winners as tuned_table.inc rows for this device's sm
+//   --tune FILE  times every correct candidate per (dtype, head dim, causal) at each seqlen of the
+//                standard grid and writes the winners as tuned_table.inc (the whole file), one row
+//                per run of seqlen buckets with the same winner, for this device's sm
 //   --grid       times sm80_forward (tuned dispatch) on the standard grid, CSV to stdout
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <tuple>
@@ -184,9 +186,17 @@ int run_ablation() {
   return 0;
 }
 
-// Winners of --tune in this process, keyed by (dtype, d, causal): --grid then times exactly the
-// kernels the new table will select, before it is checked in and compiled.
-std::map<std::tuple<int, int, bool>, const KernelEntry*> g_winners;
+// The tuning seqlens; each is the measured point of one bucket of the table: max_seqlen = S for
+// all but the last, whose bucket is unbounded (max_seqlen 0).
+constexpr int kTuneSeqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
+constexpr int kNumTuneSeqlens = int(std::size(kTuneSeqlens));
+
+// Winners of --tune in this process, keyed by (dtype, d, causal, seqlen): --grid then times
+// exactly the kernels the new table will select at the grid's seqlens (which are the tuning
+// seqlens), before it is checked in and compiled.
+std::map<std::tuple<int, int, bool, int>, const KernelEntry*> g_winners;
+
+const char* dtype_name(DType dt) { return dt == DType::kBFloat16 ? "bf16" : "fp16"; }
 
 int run_tune(const std::string& path) {
   int dev = 0, major = 0, minor = 0;
@@ -197,17 +207,28 @@ int run_tune(const std::string& path) {
   cudaGetDeviceProperties(&prop, dev);
   const int sm = major * 10 + minor;
   std::ofstream out(path);
-  out << "// Tuned by flashattn-sm80-tune on " << prop.name << " (sm " << sm
-      << "): fastest total time over seqlen {1024, 4096, 16384} at 16k tokens, H = 2048 / D.\n";
+  // The whole file, so the output can replace src/sm80/tuned_table.inc as it is.
+  out << "// Tuned sm80-family configurations, written by `flashattn-sm80-tune --tune FILE` (tools/tune) and\n"
+         "// read by launcher.cu. Row: FLASHATTN_SM80_TUNED(sm (major*10+minor), dtype, head_dim, causal,\n"
+         "//   max_seqlen, block_m, block_n, warps, frag_slice, q_in_regs, rf_double_buffer)\n"
+         "// A row applies when max(Sq, Sk) <= max_seqlen (0 = unbounded); for a call, dispatch takes the\n"
+         "// matching row with the smallest such bound (sequence-length buckets; see sm80/tuned_select.h).\n"
+         "// Every row must name a configuration instantiated in instantiations/d*.cu (else dispatch skips it,\n"
+         "// falling through to the next wider bucket, then to the head dim's default). Devices not listed use\n"
+         "// the defaults in launcher.cu.\n"
+      << "// Tuned by flashattn-sm80-tune on " << prop.name << " (sm " << sm
+      << "): per (dtype, D, causal), the fastest correct candidate (median of 10) at each seqlen\n"
+         "// {512, 1024, ..., 16384}, Sq = Sk, B = 16384 / S, H = 2048 / D. The winner at S serves max(Sq, Sk)\n"
+         "// in (previous S, S] (512 also serves everything shorter; 16384 everything above 8192, as\n"
+         "// max_seqlen 0); adjacent buckets with the same winner share one row.\n";
+  std::printf("tune,dtype,d,causal,seqlen,kernel,ms\n");
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     for (int d : {64, 128, 256}) {
       for (bool causal : {false, true}) {
-        const KernelEntry* best = nullptr;
-        double best_ms = 1e30;
-        std::string line;
+        // Correctness gate on an awkward shape first.
+        std::vector<const KernelEntry*> cands;
         for (const auto& e : sm80::library_kernels()) {
           if (e.head_dim != d || e.dtype != elem(dt)) continue;
-          // Correctness gate on an awkward shape first.
           Problem small({2, 300, 333, 4, 2, d, causal, dt}, 11);
           small.poison();
           Status st = sm80::launch_entry(e, small.p, nullptr);
@@ -215,28 +236,55 @@ int run_tune(const std::string& path) {
             std::printf("tune: %s rejected (%s)\n", e.name().c_str(), st.ok() ? "wrong result" : st.message().c_str());
             continue;
           }
-          double total = 0;
-          for (int seq : {1024, 4096, 16384}) {
-            Problem pr({16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt}, 5);
-            total += time_ms([&] { (void)sm80::launch_entry(e, pr.p, nullptr); });
-          }
-          std::printf("tune,%s,%d,%s,%s,%.4f\n", dt == DType::kBFloat16 ? "bf16" : "fp16", d,
-                      causal ? "causal" : "full", e.name().c_str(), total);
-          if (total < best_ms) { best_ms = total; best = &e; }
+          cands.push_back(&e);
         }
-        if (best == nullptr) continue;
-        g_winners[{int(dt), d, causal}] = best;
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %s, %s)  // %s %.3f ms\n",
-                      sm, dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false",
-                      best->block_m, best->block_n, best->warps, best->frag_slice, best->q_in_regs ? "true" : "false",
-                      best->rf_double_buffer ? "true" : "false", best->name().c_str(), best_ms);
-        out << buf;
-        std::printf("best: %s", buf);
+        if (cands.empty()) continue;
+        // Every candidate timed on the same inputs per seqlen; a failed launch never wins.
+        const KernelEntry* win[kNumTuneSeqlens] = {};
+        double win_ms[kNumTuneSeqlens] = {};
+        for (int i = 0; i < kNumTuneSeqlens; ++i) {
+          const int seq = kTuneSeqlens[i];
+          Problem pr({16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt}, 5);
+          if (!pr.ok) { std::printf("tune: setup failed at seqlen %d\n", seq); continue; }
+          win_ms[i] = 1e30;
+          for (const KernelEntry* e : cands) {
+            Status st = Status::Ok();
+            const double ms = time_ms([&] { st = sm80::launch_entry(*e, pr.p, nullptr); });
+            std::printf("tune,%s,%d,%s,%d,%s,%.4f%s\n", dtype_name(dt), d, causal ? "causal" : "full", seq,
+                        e->name().c_str(), ms, st.ok() ? "" : ",launch failed");
+            if (st.ok() && ms < win_ms[i]) { win_ms[i] = ms; win[i] = e; }
+          }
+          if (win[i] != nullptr) g_winners[{int(dt), d, causal, seq}] = win[i];
+        }
+        // One row per run of adjacent buckets with the same winner; the run's bound is its last
+        // bucket's (0 for the last bucket). A seqlen with no winner ends a run and emits nothing,
+        // so its bucket falls through to the next wider row.
+        for (int i = 0; i < kNumTuneSeqlens; ++i) {
+          const KernelEntry* best = win[i];
+          if (best == nullptr) continue;
+          int j = i;
+          while (j + 1 < kNumTuneSeqlens && win[j + 1] == best) ++j;
+          const int max_seqlen = j == kNumTuneSeqlens - 1 ? 0 : kTuneSeqlens[j];
+          std::string times;
+          for (int k = i; k <= j; ++k) {
+            char t[48];
+            std::snprintf(t, sizeof t, "%s%d: %.3f", k == i ? "" : ", ", kTuneSeqlens[k], win_ms[k]);
+            times += t;
+          }
+          char buf[320];
+          std::snprintf(buf, sizeof buf,
+                        "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s)  // %s ms at S %s\n", sm,
+                        dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false", max_seqlen,
+                        best->block_m, best->block_n, best->warps, best->frag_slice, best->q_in_regs ? "true" : "false",
+                        best->rf_double_buffer ? "true" : "false", best->name().c_str(), times.c_str());
+          out << buf;
+          std::printf("best: %s", buf);
+          i = j;
+        }
       }
     }
   }
-  return 0;
+  return out.good() ? 0 : 1;
 }
 
 int run_grid() {
@@ -251,7 +299,7 @@ int run_grid() {
         for (int seq : {512, 1024, 2048, 4096, 8192, 16384}) {
           const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt};
           Problem pr(s, 3);
-          const auto w = g_winners.find({int(dt), d, causal});
+          const auto w = g_winners.find({int(dt), d, causal, seq});
           const KernelEntry* e = w != g_winners.end() ? w->second : detail::sm80_select(pr.p, major * 10 + minor);
           Status st = Status::Ok();
           const double ms = time_ms([&] { st = sm80::launch_entry(*e, pr.p, nullptr); }, 5, 20);

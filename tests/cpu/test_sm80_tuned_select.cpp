@@ -1,0 +1,139 @@
+// The sm80 tuned table's bucket rule (sm80/tuned_select.h), on small hand-made tables: no GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "sm80/tuned_select.h"
+
+using flashattn::detail::ElemType;
+using flashattn::sm80::select_tuned_row;
+using flashattn::sm80::tuned_rows_well_formed;
+using flashattn::sm80::TunedRow;
+
+namespace {
+
+constexpr ElemType kBf16 = ElemType::kBFloat16;
+constexpr ElemType kFp16 = ElemType::kFloat16;
+
+// A row for (sm 90, bf16, D 128, causal) with bound `max_s`; `tag` (block_n) tells rows apart.
+constexpr TunedRow row(int max_s, int tag, int sm = 90, ElemType dt = kBf16, int d = 128, bool causal = true) {
+  return {sm, dt, d, causal, max_s, 128, tag, 4, 2, false, false};
+}
+
+const auto kAll = [](const TunedRow&) { return true; };
+
+const TunedRow* pick(const std::vector<TunedRow>& rows, int sq, int sk) {
+  return select_tuned_row(rows, 90, kBf16, 128, true, sq, sk, kAll);
+}
+
+// The rule, stated independently of the implementation: among rows with the key whose bound
+// (0 = infinity) is >= max(sq, sk) and that are available, the smallest bound.
+const TunedRow* expected(const std::vector<TunedRow>& rows, int sq, int sk, const std::set<int>& missing_tags = {}) {
+  const long long len = sq > sk ? sq : sk;
+  const TunedRow* best = nullptr;
+  auto bound = [](const TunedRow& r) { return r.max_seqlen == 0 ? (1LL << 62) : (long long)r.max_seqlen; };
+  for (const TunedRow& r : rows) {
+    if (r.sm != 90 || r.dtype != kBf16 || r.head_dim != 128 || !r.causal) continue;
+    if (missing_tags.count(r.block_n) || bound(r) < len) continue;
+    if (best == nullptr || bound(r) < bound(*best)) best = &r;
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST(Sm80TunedSelect, SmallestBucketThatHoldsTheSeqlen) {
+  const std::vector<TunedRow> rows = {row(1024, 16), row(4096, 32), row(0, 48)};
+  EXPECT_EQ(pick(rows, 1000, 1000), &rows[0]);
+  EXPECT_EQ(pick(rows, 1024, 1024), &rows[0]);  // the bound is inclusive
+  EXPECT_EQ(pick(rows, 1025, 1025), &rows[1]);
+  EXPECT_EQ(pick(rows, 4096, 4096), &rows[1]);
+  EXPECT_EQ(pick(rows, 5000, 5000), &rows[2]);
+  EXPECT_EQ(pick(rows, 1, 1), &rows[0]);
+  EXPECT_EQ(pick(rows, 1 << 30, 1 << 30), &rows[2]);  // 0 is unbounded
+}
+
+TEST(Sm80TunedSelect, RowOrderDoesNotMatter) {
+  const std::vector<TunedRow> rows = {row(0, 48), row(4096, 32), row(1024, 16)};
+  for (int s : {1, 1000, 1024, 1025, 4096, 4097, 100000}) EXPECT_EQ(pick(rows, s, s), expected(rows, s, s)) << s;
+  EXPECT_EQ(pick(rows, 1000, 1000)->max_seqlen, 1024);
+  EXPECT_EQ(pick(rows, 5000, 5000)->max_seqlen, 0);
+}
+
+TEST(Sm80TunedSelect, UnequalSeqlensUseTheLonger) {
+  const std::vector<TunedRow> rows = {row(1024, 16), row(4096, 32), row(0, 48)};
+  const std::vector<std::pair<int, int>> shapes = {{1, 4096}, {4096, 1}, {1000, 1025}, {1025, 1000}, {17, 5000}, {5000, 17}};
+  for (auto [sq, sk] : shapes) {
+    const TunedRow* r = pick(rows, sq, sk);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r, expected(rows, sq, sk)) << sq << " " << sk;
+    EXPECT_EQ(r, pick(rows, std::max(sq, sk), std::max(sq, sk))) << sq << " " << sk;
+  }
+}
+
+TEST(Sm80TunedSelect, MissingKernelFallsThroughToTheNextBucket) {
+  const std::vector<TunedRow> rows = {row(1024, 16), row(4096, 32), row(0, 48)};
+  auto without = [](std::set<int> tags) { return [tags](const TunedRow& r) { return !tags.count(r.block_n); }; };
+  const std::vector<std::set<int>> cases = {{16}, {32}, {16, 32}, {48}, {16, 32, 48}};
+  for (const std::set<int>& missing : cases) {
+    for (int s : {1000, 1025, 4096, 5000}) {
+      const TunedRow* r = select_tuned_row(rows, 90, kBf16, 128, true, s, s, without(missing));
+      EXPECT_EQ(r, expected(rows, s, s, missing)) << s;
+      if (r != nullptr) {
+        EXPECT_FALSE(missing.count(r->block_n));
+      }
+    }
+  }
+  // Concretely: 1000 with the 1024 row's kernel missing takes the 4096 row; with every row
+  // missing there is no row (the caller uses the head dim's default).
+  EXPECT_EQ(select_tuned_row(rows, 90, kBf16, 128, true, 1000, 1000, without({16})), &rows[1]);
+  EXPECT_EQ(select_tuned_row(rows, 90, kBf16, 128, true, 1000, 1000, without({16, 32, 48})), nullptr);
+}
+
+TEST(Sm80TunedSelect, NoRowWiderThanTheSeqlenMeansNoRow) {
+  const std::vector<TunedRow> rows = {row(1024, 16), row(4096, 32)};  // no unbounded row
+  EXPECT_EQ(pick(rows, 4097, 4097), nullptr);
+  EXPECT_EQ(pick(rows, 4096, 4097), nullptr);
+}
+
+TEST(Sm80TunedSelect, OnlyRowsWithTheKeyCount) {
+  // Tighter rows for other sm, dtype, head dim or mask must not be picked.
+  const std::vector<TunedRow> rows = {row(512, 1, 80),           row(512, 2, 90, kFp16),
+                                      row(512, 3, 90, kBf16, 64), row(512, 4, 90, kBf16, 128, false),
+                                      row(0, 48)};
+  for (int s : {1, 512, 513}) {
+    const TunedRow* r = pick(rows, s, s);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->block_n, 48) << s;
+  }
+  EXPECT_EQ(select_tuned_row(rows, 80, kBf16, 128, true, 512, 512, kAll), &rows[0]);
+  EXPECT_EQ(select_tuned_row(rows, 86, kBf16, 128, true, 512, 512, kAll), nullptr);
+}
+
+TEST(Sm80TunedSelect, AvailabilityIsAskedOnlyOfImprovingRows) {
+  // The per-call cost claim in tuned_select.h: rows that cannot beat the current pick are not
+  // checked. With the tightest row first, only it is asked.
+  const std::vector<TunedRow> rows = {row(1024, 16), row(4096, 32), row(0, 48)};
+  int asked = 0;
+  const TunedRow* r = select_tuned_row(rows, 90, kBf16, 128, true, 100, 100, [&](const TunedRow&) {
+    ++asked;
+    return true;
+  });
+  EXPECT_EQ(r, &rows[0]);
+  EXPECT_EQ(asked, 1);
+}
+
+TEST(Sm80TunedSelect, WellFormedTables) {
+  EXPECT_TRUE(tuned_rows_well_formed(std::vector<TunedRow>{row(1024, 16), row(4096, 32), row(0, 48)}));
+  EXPECT_TRUE(tuned_rows_well_formed(std::vector<TunedRow>{row(0, 16), row(0, 32, 90, kFp16)}));
+  EXPECT_FALSE(tuned_rows_well_formed(std::vector<TunedRow>{row(1024, 16), row(1024, 32)}));
+  EXPECT_FALSE(tuned_rows_well_formed(std::vector<TunedRow>{row(0, 16), row(0, 32)}));
+  EXPECT_FALSE(tuned_rows_well_formed(std::vector<TunedRow>{row(-1, 16)}));
+  static constexpr TunedRow kTable[] = {row(2048, 16), row(0, 32)};
+  static_assert(tuned_rows_well_formed(kTable));
+  static_assert(select_tuned_row(kTable, 90, kBf16, 128, true, 2048, 2, [](const TunedRow&) { return true; }) ==
+                &kTable[0]);
+}
