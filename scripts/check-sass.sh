@@ -4,7 +4,7 @@
 #   every sm90 kernel (sm_90a) issues HGMMA and UTMALDG; every sm80 kernel issues HMMA, LDSM
 #   and LDGSTS. Prints one line per family and exits non-zero on any kernel that does not.
 #   scripts/check-sass.sh LIB [PTXAS_REPORT]
-# With PTXAS_REPORT, also asserts that no sm90 kernel spills.
+# With PTXAS_REPORT, also asserts that no sm90 kernel spills and ptxas serialised no wgmma.
 set -uo pipefail
 lib=${1:?usage: check-sass.sh LIB [PTXAS_REPORT]}
 report=${2:-}
@@ -30,7 +30,10 @@ cuobjdump --dump-sass "$lib" | awk '
 rc=$?
 if [ -n "$report" ]; then
   spills=$(awk '/^## /{f=$2} /spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ && f ~ /src\/sm90\// {n++} END{print n+0}' "$report")
-  echo "ptxas: $spills sm90 kernels with spills"
+  # ptxas serialising wgmma (C75xx "Potential Performance Loss") costs 25%+ (docs/VERSIONS.md, V9).
+  serial=$(grep -c 'Potential Performance Loss' "$report")
+  echo "ptxas: $spills sm90 kernels with spills, $serial with serialised wgmma"
   [ "$spills" -ne 0 ] && rc=1
+  [ "$serial" -ne 0 ] && rc=1
 fi
 exit $rc

@@ -17,5 +17,7 @@ rc=0
 for p in "${pids[@]}"; do wait $p || rc=1; done
 grep -hE "error|warning|spill|Used|Compiling entry" $out/*.log | grep -v "0 bytes spill stores, 0 bytes spill loads" | sed 's/ptxas info *: //' > $out/ptxas.txt || true
 [ $rc = 0 ] || { cat $out/*.log | grep -iE "error|warning" | head -30; exit 1; }
+# ptxas serialising wgmma (C7510-C7520 "Potential Performance Loss") costs 25%+: treat as an error.
+if grep -h "Performance Loss" $out/*.log | head -5; then echo "ptxas serialised wgmma (see above)"; exit 1; fi
 nvcc $flags $out/*.o -o $out/test_sm90_standalone
 echo built $out/test_sm90_standalone
