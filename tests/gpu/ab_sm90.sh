@@ -73,3 +73,43 @@ S=512,1024,2048,4096,8192,16384
 timeout 60 python3 tests/gpu/bench_cudnn_sm90.py 64:0:1:$S 64:1:1:$S 128:0:1:$S 128:1:1:$S 256:0:1:$S 256:1:1:$S \
   128:0:0:$S 128:1:0:$S 2>&1 | grep cudnn
 fi
+if [ $plan = v9 ]; then  # narrow first key tile: nf (on, table) vs nf0 (off)
+ck nf "" 60
+ck nf0 quick 20
+S="512 1024 2048 4096 8192 16384"
+for round in 1 2; do
+  t "round $round"
+  for n in nf nf0; do
+    b $n 128 0 $S; b $n 128 1 $S; b $n 256 0 512 1024 2048 4096; b $n 256 1 512 1024 2048; b $n 64 1 512 1024 2048
+  done
+done
+timeout 60 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:512,1024,2048,4096,8192,16384 128:1:1:512,1024,2048,4096,8192,16384 \
+  256:0:1:512,1024,2048,4096 256:1:1:512,1024,2048 64:1:1:512,1024,2048 2>&1 | grep cudnn
+fi
+if [ $plan = v10 ]; then  # cross-tile pipelining: base (off) vs ct (on) vs ct160 (on, D=128 BlockN 160) vs ct2 (epilogue before softmax)
+ck ct "" 60
+ck ct160 quick 20
+ck ct2 quick 20
+ck base quick 20
+S="512 1024 2048 4096 8192 16384"
+for round in 1 2; do
+  t "round $round"
+  for n in base ct ct160 ct2; do
+    b $n 128 0 $S; b $n 128 1 $S; b $n 64 1 512 1024 2048; b $n 64 0 2048; b $n 256 0 1024 2048; b $n 256 1 1024 2048
+  done
+done
+timeout 90 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:512,1024,2048,4096,8192,16384 128:1:1:512,1024,2048,4096,8192,16384 \
+  64:1:1:512,1024,2048 64:0:1:2048 256:0:1:1024,2048 256:1:1:1024,2048 2>&1 | grep cudnn
+fi
+if [ $plan = v11 ]; then  # softmax row max / row sum as 1, 2, 4, 8 independent partial chains per row
+ck ch4 "" 60
+for n in ch1 ch2 ch8; do ck $n quick 20; done
+for round in 1 2; do
+  t "round $round"
+  for n in ch1 ch2 ch4 ch8; do
+    b $n 128 0 1024 2048 4096 8192; b $n 128 1 1024 2048 4096 8192; b $n 64 1 1024 2048; b $n 64 0 2048 8192; b $n 256 0 2048; b $n 256 1 2048
+  done
+done
+timeout 90 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:1024,2048,4096,8192 128:1:1:1024,2048,4096,8192 \
+  64:1:1:1024,2048 64:0:1:2048,8192 256:0:1:2048 256:1:1:2048 2>&1 | grep cudnn
+fi
