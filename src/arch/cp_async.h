@@ -16,6 +16,12 @@ __device__ __forceinline__ void cp_async_cg_16_zfill(uint32_t smem_dst, const vo
                : "memory");
 }
 
+// Copies 16 B from gmem_src to smem_dst (no source-size operand: no predicate register).
+// Both addresses must be 16-B aligned.
+__device__ __forceinline__ void cp_async_cg_16(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src) : "memory");
+}
+
 // Closes the current group of cp.async operations issued by this thread.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

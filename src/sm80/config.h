@@ -12,7 +12,13 @@ template <int HeadDim, int BlockM, int BlockN, int Warps,
           int FragSlice = 2,         // k16 steps per SMEM->RF slice; 0 = whole tile at once
           bool QInRegs = false,      // keep Q's A-fragments resident in registers
           bool RfDoubleBuffer = false,  // two register stages for ldmatrix slices
-          bool FoldedExp2 = true>    // exp2(s*scale_log2 - m*scale_log2) as one FFMA
+          bool FoldedExp2 = true,    // exp2(s*scale_log2 - m*scale_log2) as one FFMA
+          // ldmatrix addresses from one per-lane base register per operand (Q, K, V): each
+          // fragment is base ^ const + const (see swizzle.h) instead of 4 live xor terms per operand
+          bool PrecomputedSwizzle = true,
+          // K/V cp.async: one running 64-bit source pointer per tensor stepped by a precomputed
+          // per-pass stride, no row predicates on tiles known to be full (all but the last key block)
+          bool StridedLoads = true>
 struct Sm80FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
@@ -24,6 +30,8 @@ struct Sm80FwdConfig {
   static constexpr bool kQInRegs = QInRegs;
   static constexpr bool kRfDoubleBuffer = RfDoubleBuffer;
   static constexpr bool kFoldedExp2 = FoldedExp2;
+  static constexpr bool kPrecomputedSwizzle = PrecomputedSwizzle;
+  static constexpr bool kStridedLoads = StridedLoads;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
@@ -61,6 +69,9 @@ struct Sm80FwdConfig {
                 "tile loads must split evenly over threads");
   static_assert(kThreads % kChunksPerRow == 0 || kChunksPerRow % kThreads == 0, "loader mapping");
   static_assert(kSmemBytes <= kSmemLimitSm90, "shared memory budget exceeded (227 KB)");
+  // PrecomputedSwizzle XORs the chunk bits of full shared-window addresses (swizzle.h): every
+  // tile must start 128-B aligned (the smem window itself is declared __align__(128)).
+  static_assert(kSmemQ % 128 == 0 && kSmemK % 128 == 0, "tiles must stay 128-B aligned");
   // Accumulator registers per thread (O + S); beyond ~200 fp32 the kernel spills.
   static constexpr int kAccRegs = kMTiles * (kNTilesO + kNTilesS) * 4;
   static_assert(kAccRegs <= 208, "accumulators alone exceed the register budget");

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
   constexpr int kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;
+  // 128-B alignment is load-bearing: PrecomputedSwizzle XORs address bits 4..6 (swizzle.h).
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ = arch::smem_u32(smem);
   const uint32_t sK = sQ + Cfg::kSmemQ;
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
 
   const TileLoader<Cfg, kBM> q_loader(tid);
   const TileLoader<Cfg, kBN> kv_loader(tid);
-  const WarpGemm<Cfg> gemm(warp_row0, lane);
+  const WarpGemm<Cfg> gemm(sQ, sK, sV, warp_row0, lane);
   const TileMask mask{p.sk, diag, p.causal};
 
   float rO[kMT][kNO][4];
@@ -74,18 +75,40 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   OnlineSoftmax<Cfg> softmax;
   uint32_t rQres[Cfg::kQInRegs ? Cfg::kKStepsQK : 1][kMT][4];
 
-  auto load_k = [&](int n) {
-    kv_loader.load(sK, gK + static_cast<int64_t>(n) * kBN * p.k_ss, p.k_ss, p.sk - n * kBN);
+  // K/V tile loads, always in the order n_end-1, n_end-2, ... (each of K and V).
+  // kFull: tile n is known to be full (n < the last key block), so no row predicates.
+  // StridedLoads: k_src / v_src sit at pass 0 of the last tile loaded (initially of tile n_end).
+  uint64_t k_src = 0, v_src = 0, k_pass = 0, v_pass = 0;
+  uint32_t kv_off = 0;
+  if constexpr (Cfg::kStridedLoads) {
+    constexpr int64_t kPassRows = TileLoader<Cfg, kBN>::kRowsPerPass;
+    k_pass = static_cast<uint64_t>(kPassRows * p.k_ss * static_cast<int64_t>(sizeof(Elem)));
+    v_pass = static_cast<uint64_t>(kPassRows * p.v_ss * static_cast<int64_t>(sizeof(Elem)));
+    const uint64_t tiles = static_cast<uint64_t>(n_end) * (kBN / kPassRows);
+    k_src = kv_loader.thread_src(gK, p.k_ss) + tiles * k_pass;
+    v_src = kv_loader.thread_src(gV, p.v_ss) + tiles * v_pass;
+    kv_off = kv_loader.first_offset();
+  }
+  auto load_k = [&](int n, auto full_tag) {
+    if constexpr (Cfg::kStridedLoads) {
+      kv_loader.template load_strided<!decltype(full_tag)::value>(sK, kv_off, k_src, k_pass, p.sk - n * kBN, gK);
+    } else {
+      kv_loader.load(sK, gK + static_cast<int64_t>(n) * kBN * p.k_ss, p.k_ss, p.sk - n * kBN);
+    }
     arch::cp_async_commit();
   };
-  auto load_v = [&](int n) {
-    kv_loader.load(sV, gV + static_cast<int64_t>(n) * kBN * p.v_ss, p.v_ss, p.sk - n * kBN);
+  auto load_v = [&](int n, auto full_tag) {
+    if constexpr (Cfg::kStridedLoads) {
+      kv_loader.template load_strided<!decltype(full_tag)::value>(sV, kv_off, v_src, v_pass, p.sk - n * kBN, gV);
+    } else {
+      kv_loader.load(sV, gV + static_cast<int64_t>(n) * kBN * p.v_ss, p.v_ss, p.sk - n * kBN);
+    }
     arch::cp_async_commit();
   };
 
   q_loader.load(sQ, gQ, p.q_ss, rows_valid);
   arch::cp_async_commit();
-  if constexpr (Cfg::kEagerKV) load_k(n_end - 1);
+  if constexpr (Cfg::kEagerKV) load_k(n_end - 1, std::false_type{});
   if constexpr (Cfg::kQInRegs) {
     arch::cp_async_wait<Cfg::kEagerKV ? 1 : 0>();
     __syncthreads();
@@ -93,24 +116,27 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     for (int ks = 0; ks < Cfg::kKStepsQK; ++ks) gemm.load_q(rQres[ks], sQ, ks);
   }
 
-  // One key block. kMask: this block needs the causal / key-length mask.
+  // One key block. kMask: this block needs the causal / key-length mask. Only masked blocks
+  // can be the partial last key block, so only their loads of block n take row predicates;
+  // block n-1 (below the last) is always full.
   auto iteration = [&](int n, auto mask_tag) {
     constexpr bool kMask = decltype(mask_tag)::value;
+    constexpr std::integral_constant<bool, !kMask> kFullN{};
     float rS[kMT][kNS][4];
     if constexpr (Cfg::kEagerKV) {
       arch::cp_async_wait<0>();  // K(n) (and Q) landed; V(n+1) was consumed last iteration
       __syncthreads();
-      load_v(n);
+      load_v(n, kFullN);
       gemm.template qk<kBf16>(rS, sQ, sK, rQres);
       arch::cp_async_wait<0>();  // V(n) landed; every warp is done with K(n)
       __syncthreads();
-      if (n > 0) load_k(n - 1);
+      if (n > 0) load_k(n - 1, std::true_type{});
     } else {
-      load_k(n);
+      load_k(n, kFullN);
       arch::cp_async_wait<0>();
       __syncthreads();
       gemm.template qk<kBf16>(rS, sQ, sK, rQres);
-      load_v(n);
+      load_v(n, kFullN);
     }
     if constexpr (kMask) {
       mask.template apply<kMT, kNS, 16>(rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));

@@ -36,7 +36,7 @@ constexpr KernelEntry make_entry() {
   return KernelEntry{Cfg::kHeadDim,     Cfg::kBlockM,         Cfg::kBlockN,
                      Cfg::kWarps,       Cfg::kFragSlice,      Cfg::kQInRegs,
                      Cfg::kRfDoubleBuffer, Cfg::kSwizzle,     Cfg::kEagerKV,
-                     Cfg::kFoldedExp2,
+                     Cfg::kFoldedExp2,  Cfg::kPrecomputedSwizzle, Cfg::kStridedLoads,
                      std::is_same_v<Elem, __nv_bfloat16> ? detail::ElemType::kBFloat16 : detail::ElemType::kFloat16,
                      Cfg::kSmemBytes,   &launch_fwd<Cfg, Elem>};
 }

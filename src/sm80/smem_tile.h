@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "arch/cp_async.h"
+#include "sm80/swizzle.h"
 
 namespace flashattn::sm80 {
 
@@ -15,11 +16,7 @@ struct SmemTile {
 
   // Byte offset of 16-B chunk `chunk` of row `row`.
   __device__ __forceinline__ static uint32_t chunk_offset(int row, int chunk) {
-    if constexpr (Cfg::kSwizzle) {
-      return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
-    } else {
-      return static_cast<uint32_t>(row * kRowBytes + (chunk << 4));
-    }
+    return swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, chunk);
   }
 };
 
@@ -37,6 +34,39 @@ struct TileLoader {
   int chunk;  // this thread's 16-B chunk within a row
 
   __device__ __forceinline__ explicit TileLoader(int tid) : row0(tid / kChunks), chunk(tid % kChunks) {}
+
+  // Byte offset of this thread's (row0, chunk) in a tile: pass 0 of load_strided.
+  __device__ __forceinline__ uint32_t first_offset() const { return SmemTile<Cfg>::chunk_offset(row0, chunk); }
+
+  // Byte address in gmem of this thread's (row0, chunk) of the tile whose row 0 is `gmem`.
+  template <class Elem>
+  __device__ __forceinline__ uint64_t thread_src(const Elem* gmem, int64_t row_stride) const {
+    return reinterpret_cast<uint64_t>(gmem + static_cast<int64_t>(row0) * row_stride + chunk * 8);
+  }
+
+  // StridedLoads: loads the tile *below* the one whose pass 0 `src` points at (tiles are walked
+  // from the last key block down), leaving `src` at the new tile's pass 0. Passes go from the
+  // last to the first so each takes one 64-bit subtract of `pass_bytes` (kRowsPerPass rows of
+  // gmem) and no multiply; smem offsets are `smem_off` plus constants (swizzle.h). kPredicated:
+  // rows >= rows_valid are zero-filled (their source is `fallback`, any mapped address); only
+  // the last key block can be partial, so every other tile takes the unpredicated form.
+  template <bool kPredicated>
+  __device__ __forceinline__ void load_strided(uint32_t smem_base, uint32_t smem_off, uint64_t& src,
+                                               uint64_t pass_bytes, int rows_valid, const void* fallback) const {
+    const int rows_left = rows_valid - row0;  // pass i is valid iff i * kRowsPerPass < rows_left
+#pragma unroll
+    for (int i = kPasses - 1; i >= 0; --i) {
+      src -= pass_bytes;
+      const uint32_t dst =
+          smem_base + swz::pass_offset<SmemTile<Cfg>::kRowBytes, Cfg::kSwizzle, kRowsPerPass>(smem_off, row0, chunk, i);
+      if constexpr (kPredicated) {
+        const bool valid = i * kRowsPerPass < rows_left;
+        arch::cp_async_cg_16_zfill(dst, valid ? reinterpret_cast<const void*>(src) : fallback, valid);
+      } else {
+        arch::cp_async_cg_16(dst, reinterpret_cast<const void*>(src));
+      }
+    }
+  }
 
   // gmem: element pointer of row 0, col 0 of the tile.
   template <class Elem>

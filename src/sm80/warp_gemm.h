@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/ldmatrix.h"
 #include "arch/mma_sm80.h"
+#include "sm80/swizzle.h"
 
 namespace flashattn::sm80 {
 
@@ -22,7 +24,7 @@ struct LaneAddr {
   uint32_t row_bytes;  // byte offset of this lane's row
   int y;               // chunk xor term: b ^ (lane%8) when swizzled, b otherwise
 
-  __device__ __forceinline__ LaneAddr(int row, int b, int lane)
+  __device__ __forceinline__ LaneAddr(uint32_t /*tile*/, int row, int b, int lane)
       : row_bytes(static_cast<uint32_t>(row * kRowBytes)), y(Cfg::kSwizzle ? (b ^ (lane & 7)) : b) {}
 
   // Byte offset of (row + row_off, even chunk c + b), row_off a multiple of 8, c a constant.
@@ -30,6 +32,23 @@ struct LaneAddr {
   __device__ __forceinline__ uint32_t at(int row_off, int c) const {
     return row_bytes + static_cast<uint32_t>(row_off * kRowBytes + ((c & ~7) << 4)) +
            static_cast<uint32_t>(((c & 7) ^ y) << 4);
+  }
+  // Shared-window address of the same in the tile at `tile`.
+  __device__ __forceinline__ uint32_t addr(uint32_t tile, int row_off, int c) const { return tile + at(row_off, c); }
+};
+
+// PrecomputedSwizzle: the tile base, row and xor term folded into one register per lane; a
+// fragment is base ^ ((c & 7) << 4) plus an immediate (swizzle.h says why that is exact).
+template <class Cfg>
+struct LaneAddrXor {
+  static constexpr int kRowBytes = Cfg::kHeadDim * 2;
+  uint32_t base;
+
+  __device__ __forceinline__ LaneAddrXor(uint32_t tile, int row, int b, int /*lane*/)
+      : base(swz::lane_base<kRowBytes, Cfg::kSwizzle>(tile, row, b)) {}
+  // `tile` must be the one given to the constructor (it is already in `base`).
+  __device__ __forceinline__ uint32_t addr(uint32_t /*tile*/, int row_off, int c) const {
+    return swz::lane_at<kRowBytes, Cfg::kSwizzle>(base, row_off, c);
   }
 };
 
@@ -39,29 +58,31 @@ struct WarpGemm {
   static constexpr int kNS = Cfg::kNTilesS;
   static constexpr int kNO = Cfg::kNTilesO;
 
-  LaneAddr<Cfg> q_addr;  // A operand: row = warp_row0 + lane%8 + 8*((lane>>3)&1), b = lane>>4
-  LaneAddr<Cfg> k_addr;  // B operand: row = lane%8 + 8*(lane>>4), b = (lane>>3)&1
-  LaneAddr<Cfg> v_addr;  // B operand (trans): row = lane%8 + 8*((lane>>3)&1), b = lane>>4
+  using Addr = std::conditional_t<Cfg::kPrecomputedSwizzle, LaneAddrXor<Cfg>, LaneAddr<Cfg>>;
+  Addr q_addr;  // A operand: row = warp_row0 + lane%8 + 8*((lane>>3)&1), b = lane>>4
+  Addr k_addr;  // B operand: row = lane%8 + 8*(lane>>4), b = (lane>>3)&1
+  Addr v_addr;  // B operand (trans): row = lane%8 + 8*((lane>>3)&1), b = lane>>4
 
-  __device__ __forceinline__ WarpGemm(int warp_row0, int lane)
-      : q_addr(warp_row0 + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane),
-        k_addr((lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane),
-        v_addr((lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane) {}
+  // sQ, sK, sV: the tiles every later call names (PrecomputedSwizzle bakes them in).
+  __device__ __forceinline__ WarpGemm(uint32_t sQ, uint32_t sK, uint32_t sV, int warp_row0, int lane)
+      : q_addr(sQ, warp_row0 + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane),
+        k_addr(sK, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane),
+        v_addr(sV, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane) {}
 
   // Q fragments of k16 step ks for all m tiles.
   __device__ __forceinline__ void load_q(uint32_t (&rq)[kMT][4], uint32_t sQ, int ks) const {
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) arch::ldmatrix_x4(rq[mt], sQ + q_addr.at(mt * 16, ks * 2));
+    for (int mt = 0; mt < kMT; ++mt) arch::ldmatrix_x4(rq[mt], q_addr.addr(sQ, mt * 16, ks * 2));
   }
   // K fragments of k16 step ks for all n tiles: rk[np] holds n tiles 2np (regs 0,1), 2np+1 (2,3).
   __device__ __forceinline__ void load_k(uint32_t (&rk)[kNS / 2][4], uint32_t sK, int ks) const {
 #pragma unroll
-    for (int np = 0; np < kNS / 2; ++np) arch::ldmatrix_x4(rk[np], sK + k_addr.at(np * 16, ks * 2));
+    for (int np = 0; np < kNS / 2; ++np) arch::ldmatrix_x4(rk[np], k_addr.addr(sK, np * 16, ks * 2));
   }
   // V fragments of k16 step ks (keys 16ks..16ks+15) for all head-dim n tiles.
   __device__ __forceinline__ void load_v(uint32_t (&rv)[kNO / 2][4], uint32_t sV, int ks) const {
 #pragma unroll
-    for (int np = 0; np < kNO / 2; ++np) arch::ldmatrix_x4_trans(rv[np], sV + v_addr.at(ks * 16, np * 2));
+    for (int np = 0; np < kNO / 2; ++np) arch::ldmatrix_x4_trans(rv[np], v_addr.addr(sV, ks * 16, np * 2));
   }
 
   template <bool kBf16, int kNT>

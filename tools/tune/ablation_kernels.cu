@@ -4,7 +4,8 @@
 
 namespace flashattn::sm80 {
 
-// Sm80FwdConfig<D, BM, BN, W, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer, FoldedExp2>
+// Sm80FwdConfig<D, BM, BN, W, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer, FoldedExp2,
+//               PrecomputedSwizzle, StridedLoads>
 #define ABL(...) make_entry<Sm80FwdConfig<__VA_ARGS__>, __half>()
 
 std::span<const KernelEntry> ablation_kernels() {
@@ -25,6 +26,14 @@ std::span<const KernelEntry> ablation_kernels() {
       ABL(128, 128, 64, 4, true, true, 2, false, true, true),
       ABL(128, 64, 64, 4, true, true, 2, true, false, true),
       ABL(128, 64, 64, 4, true, true, 2, false, true, true),
+      // The tuned H200 d128 non-causal shape (128x64, 4 warps, FragSlice 2, with and without
+      // RF double buffering): address-math switches off one at a time, then both. The first row
+      // has everything on; its _db twin is the FA2-shape row above.
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true),
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true),   // no precomputed swizzle
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, false),   // no strided K/V loads
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false),  // neither (the old kernel)
+      ABL(128, 128, 64, 4, true, true, 2, false, true, true, false, false),   // db, neither
   };
   return k;
 }
