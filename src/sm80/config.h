@@ -18,7 +18,10 @@ template <int HeadDim, int BlockM, int BlockN, int Warps,
           bool PrecomputedSwizzle = true,
           // K/V cp.async: one running 64-bit source pointer per tensor stepped by a precomputed
           // per-pass stride, no row predicates on tiles known to be full (all but the last key block)
-          bool StridedLoads = true>
+          bool StridedLoads = true,
+          // online softmax keeps a stale row max (and skips rescaling O) until some row of the
+          // warp would see probabilities above 2^8: softmax.h
+          bool LazyRescale = true>
 struct Sm80FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
@@ -32,6 +35,7 @@ struct Sm80FwdConfig {
   static constexpr bool kFoldedExp2 = FoldedExp2;
   static constexpr bool kPrecomputedSwizzle = PrecomputedSwizzle;
   static constexpr bool kStridedLoads = StridedLoads;
+  static constexpr bool kLazyRescale = LazyRescale;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and

@@ -37,6 +37,7 @@ constexpr KernelEntry make_entry() {
                      Cfg::kWarps,       Cfg::kFragSlice,      Cfg::kQInRegs,
                      Cfg::kRfDoubleBuffer, Cfg::kSwizzle,     Cfg::kEagerKV,
                      Cfg::kFoldedExp2,  Cfg::kPrecomputedSwizzle, Cfg::kStridedLoads,
+                     Cfg::kLazyRescale,
                      std::is_same_v<Elem, __nv_bfloat16> ? detail::ElemType::kBFloat16 : detail::ElemType::kFloat16,
                      Cfg::kSmemBytes,   &launch_fwd<Cfg, Elem>};
 }

@@ -19,20 +19,20 @@ struct KernelEntry {
   int frag_slice;
   bool q_in_regs, rf_double_buffer;
   bool swizzle, eager_kv, folded_exp2;
-  bool precomputed_swizzle, strided_loads;
+  bool precomputed_swizzle, strided_loads, lazy_rescale;
   detail::ElemType dtype;
   int smem_bytes;
   LaunchFn launch;
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
-  // "_lazykv", "_unfolded", "_nopsw" (PrecomputedSwizzle), "_nostrided" (StridedLoads) for the
-  // ablation switches that are off.
+  // "_lazykv", "_unfolded", "_nopsw" (PrecomputedSwizzle), "_nostrided" (StridedLoads),
+  // "_nolazyresc" (LazyRescale) for the ablation switches that are off.
   std::string name() const;
   // The block shape and RF knobs the tuned table names (dtype, ablation switches excluded).
   bool same_tuning(int d, int bm, int bn, int w, int slice, bool qregs, bool db) const {
     return head_dim == d && block_m == bm && block_n == bn && warps == w && frag_slice == slice &&
            q_in_regs == qregs && rf_double_buffer == db && swizzle && eager_kv && folded_exp2 &&
-           precomputed_swizzle && strided_loads;
+           precomputed_swizzle && strided_loads && lazy_rescale;
   }
 };
 

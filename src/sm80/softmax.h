@@ -76,46 +76,114 @@ struct OnlineSoftmax {
 #pragma unroll
           for (int e = 0; e < 4; ++e) rS[mt][nt][e] = __fmul_rn(rS[mt][nt][e], scale_log2);
     }
+    if constexpr (Cfg::kLazyRescale) {
+      step_lazy(rS, rO, scale_log2);
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float mx = row_max[mt][h];
+#pragma unroll
+          for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
+          mx = quad_max(mx);
+          // Fully masked so far: keep the max at -inf but subtract 0 so exp2(-inf - 0) = 0.
+          float m_sub, alpha;
+          if constexpr (Cfg::kFoldedExp2) {
+            m_sub = mx == -INFINITY ? 0.f : mx * scale_log2;
+            alpha = arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub));
+          } else {
+            m_sub = mx == -INFINITY ? 0.f : mx;
+            alpha = arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
+          }
+          row_max[mt][h] = mx;
+          const float sum = exp_and_sum(rS, mt, h, m_sub, scale_log2);
+          row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+          for (int nt = 0; nt < kNO; ++nt) {
+            rO[mt][nt][2 * h] *= alpha;
+            rO[mt][nt][2 * h + 1] *= alpha;
+          }
+        }
+      }
+    }
+  }
+
+  // LazyRescale: the running max only moves when some row of the warp would otherwise see
+  // probabilities above 2^kLazyMaxLog2 (a warp-uniform branch); usually none does, so the
+  // kMT*kNO*4 FMULs of rO and the alpha MUFUs are skipped. Exact in real arithmetic: P, the row
+  // sums and O all stay relative to the same (stale) max, which finalize uses for the LSE; P <=
+  // 2^8 is exact enough in bf16/fp16 (same relative precision) and far from overflow in fp32.
+  static constexpr float kLazyMaxLog2 = 8.f;
+  template <int kNS, int kNO>
+  __device__ __forceinline__ void step_lazy(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2) {
+    float mx[kMT][2];
+    bool grow = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = row_max[mt][h];
+        float m = row_max[mt][h];
 #pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
-        mx = quad_max(mx);
-        // Fully masked so far: keep the max at -inf but subtract 0 so exp2(-inf - 0) = 0.
-        float m_sub, alpha;
-        if constexpr (Cfg::kFoldedExp2) {
-          m_sub = mx == -INFINITY ? 0.f : mx * scale_log2;
-          alpha = arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub));
-        } else {
-          m_sub = mx == -INFINITY ? 0.f : mx;
-          alpha = arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
-        }
-        row_max[mt][h] = mx;
-        float sum = 0.f;
+        for (int nt = 0; nt < kNS; ++nt) m = fmaxf(m, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
+        mx[mt][h] = quad_max(m);
+        // In the log2 domain; -inf - -inf (nothing visible yet) is NaN and compares false.
+        const float d = Cfg::kFoldedExp2 ? (mx[mt][h] - row_max[mt][h]) * scale_log2 : mx[mt][h] - row_max[mt][h];
+        grow |= d > kLazyMaxLog2;
+      }
+    }
+    if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) {
+      for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            float& s = rS[mt][nt][2 * h + j];
-            if constexpr (Cfg::kFoldedExp2) {
-              s = arch::ex2_approx_ftz(fmaf(s, scale_log2, -m_sub));
-            } else {
-              s = arch::ex2_approx_ftz(__fsub_rn(s, m_sub));
-            }
-            sum += s;
+        for (int h = 0; h < 2; ++h) {
+          // As in step(): a row still at -inf keeps alpha's argument finite-or--inf via m_sub = 0.
+          const float m_new = mx[mt][h];
+          const float m_sub = m_new == -INFINITY ? 0.f : (Cfg::kFoldedExp2 ? m_new * scale_log2 : m_new);
+          const float alpha = Cfg::kFoldedExp2 ? arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub))
+                                               : arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
+          row_max[mt][h] = m_new;
+          row_sum[mt][h] *= alpha;
+#pragma unroll
+          for (int nt = 0; nt < kNO; ++nt) {
+            rO[mt][nt][2 * h] *= alpha;
+            rO[mt][nt][2 * h + 1] *= alpha;
           }
-        }
-        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-        for (int nt = 0; nt < kNO; ++nt) {
-          rO[mt][nt][2 * h] *= alpha;
-          rO[mt][nt][2 * h + 1] *= alpha;
         }
       }
     }
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // A row whose max is still -inf has seen only -inf scores: exp2(-inf - 0) = 0.
+        const float m = row_max[mt][h];
+        const float m_sub = m == -INFINITY ? 0.f : (Cfg::kFoldedExp2 ? m * scale_log2 : m);
+        row_sum[mt][h] += exp_and_sum(rS, mt, h, m_sub, scale_log2);
+      }
+    }
+  }
+
+  // rS[mt][*][2h..2h+1] <- exp2(score - m_sub) (scaled by scale_log2 first when folded); returns
+  // this lane's sum of them.
+  template <int kNS>
+  __device__ __forceinline__ static float exp_and_sum(float (&rS)[kMT][kNS][4], int mt, int h, float m_sub,
+                                                      float scale_log2) {
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kNS; ++nt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float& s = rS[mt][nt][2 * h + j];
+        if constexpr (Cfg::kFoldedExp2) {
+          s = arch::ex2_approx_ftz(fmaf(s, scale_log2, -m_sub));
+        } else {
+          s = arch::ex2_approx_ftz(__fsub_rn(s, m_sub));
+        }
+        sum += s;
+      }
+    }
+    return sum;
   }
 
   // Final per-row normalizers: 1/l (0 for empty rows) and the natural-log LSE (-inf when empty).

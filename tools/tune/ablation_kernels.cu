@@ -5,7 +5,7 @@
 namespace flashattn::sm80 {
 
 // Sm80FwdConfig<D, BM, BN, W, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer, FoldedExp2,
-//               PrecomputedSwizzle, StridedLoads>
+//               PrecomputedSwizzle, StridedLoads, LazyRescale>
 #define ABL(...) make_entry<Sm80FwdConfig<__VA_ARGS__>, __half>()
 
 std::span<const KernelEntry> ablation_kernels() {
@@ -27,13 +27,14 @@ std::span<const KernelEntry> ablation_kernels() {
       ABL(128, 64, 64, 4, true, true, 2, true, false, true),
       ABL(128, 64, 64, 4, true, true, 2, false, true, true),
       // The tuned H200 d128 non-causal shape (128x64, 4 warps, FragSlice 2, with and without
-      // RF double buffering): address-math switches off one at a time, then both. The first row
-      // has everything on; its _db twin is the FA2-shape row above.
+      // RF double buffering): the main-loop switches off one at a time, then all three (the
+      // kernel before them). The first row has everything on; its _db twin is the FA2-shape row above.
       ABL(128, 128, 64, 4, true, true, 2, false, false, true),
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true),   // no precomputed swizzle
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, false),   // no strided K/V loads
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false),  // neither (the old kernel)
-      ABL(128, 128, 64, 4, true, true, 2, false, true, true, false, false),   // db, neither
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true, true),    // no precomputed swizzle
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, false, true),    // no strided K/V loads
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, true, false),    // no lazy rescale
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false, false),  // none of the three
+      ABL(128, 128, 64, 4, true, true, 2, false, true, true, false, false, false),   // db, none of the three
   };
   return k;
 }
