@@ -62,17 +62,14 @@ class FlashattnTensor(ctypes.Structure):
     ]
 
 
+_I64x4 = ctypes.c_int64 * 4
+
+
 def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
                 stride: Sequence[int]) -> FlashattnTensor:
     if len(shape) != 4 or len(stride) != 4:
         raise ValueError("flashattn tensors are 4-D (B, S, H, D)")
-    t = FlashattnTensor()
-    t.data = ctypes.c_void_p(int(data_ptr))
-    t.dtype = int(dtype)
-    for i in range(4):
-        t.shape[i] = int(shape[i])
-        t.stride[i] = int(stride[i])
-    return t
+    return FlashattnTensor(int(data_ptr) or None, int(dtype), _I64x4(*map(int, shape)), _I64x4(*map(int, stride)))
 
 
 def _candidates():
@@ -179,12 +176,11 @@ def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: Fla
     lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer, or 0 for none.
     softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 = legacy default).
     """
-    lib = load_library()
-    rc = lib.flashattn_forward(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v),
-                               ctypes.byref(out), ctypes.c_void_p(int(lse_ptr) or None),
-                               ctypes.c_float(softmax_scale), int(bool(causal)),
-                               _backend_id(backend), ctypes.c_void_p(int(stream) or None))
-    raise_for_status(rc, "flashattn_forward")
+    # argtypes (load_library) convert plain ints and floats; 0 passes as a null pointer.
+    rc = load_library().flashattn_forward(q, k, v, out, int(lse_ptr), float(softmax_scale),
+                                          1 if causal else 0, _backend_id(backend), int(stream))
+    if rc:
+        raise_for_status(rc, "flashattn_forward")
 
 
 def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,

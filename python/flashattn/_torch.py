@@ -42,49 +42,56 @@ def _check_input(t, name: str) -> None:
                          f"{t.stride(-1)} for shape {tuple(t.shape)}; pass {name}.contiguous()")
 
 
+def _ok_fast(t) -> bool:
+    """The common case of _check_input in one expression (host time per call matters: a short
+    kernel takes ~100 us); anything else goes through _check_input for its message."""
+    return (isinstance(t, torch.Tensor) and t.is_cuda and t.dim() == 4 and t.dtype in _DTYPE_IDS
+            and (t.stride(-1) == 1 or t.size(-1) <= 1))
+
+
 def _check_group(q, k, v) -> None:
-    for t, name in ((q, "q"), (k, "k"), (v, "v")):
-        _check_input(t, name)
+    if not (_ok_fast(q) and _ok_fast(k) and _ok_fast(v)):
+        for t, name in ((q, "q"), (k, "k"), (v, "v")):
+            _check_input(t, name)
+    dev = q.get_device()
     for t, name in ((k, "k"), (v, "v")):
-        if t.device != q.device:
+        if t.get_device() != dev:
             raise ValueError(f"{name}: on device {t.device}, but q is on {q.device}")
 
 
 # ----------------------------------------------------------------------------- launch helpers
 
-def _contig_strides(shape) -> list:
-    strides, acc = [0, 0, 0, 0], 1
-    for i in range(3, -1, -1):
-        strides[i] = acc
-        acc *= max(int(shape[i]), 1)
-    return strides
-
-
 def _lib_strides(t: torch.Tensor) -> list:
     """Strides as handed to the library: a size-1 dimension's stride is irrelevant to
     addressing, so it is replaced by the contiguous one (torch leaves arbitrary values there)."""
-    cs = _contig_strides(t.shape)
-    return [int(t.stride(i)) if t.size(i) > 1 else cs[i] for i in range(4)]
+    shape, stride = t.shape, t.stride()
+    out, acc = [0, 0, 0, 0], 1
+    for i in (3, 2, 1, 0):
+        n = shape[i]
+        out[i] = stride[i] if n > 1 else acc
+        acc *= n if n > 1 else 1
+    return out
+
+
+def _fits(t: torch.Tensor, s: list) -> bool:
+    """The library's layout rules: 16-byte aligned base, unit headdim stride, other strides
+    multiples of 8 elements. Views that satisfy them (e.g. slices of a packed qkv) go as is."""
+    return (t.numel() == 0 or (t.data_ptr() % 16 == 0 and (s[3] == 1 or t.size(3) == 1)
+                               and s[0] % 8 == 0 and s[1] % 8 == 0 and s[2] % 8 == 0))
 
 
 def _fits_library(t: torch.Tensor) -> bool:
-    """The library's layout rules: 16-byte aligned base, unit headdim stride, other strides
-    multiples of 8 elements. Views that satisfy them (e.g. slices of a packed qkv) go as is."""
-    if t.numel() == 0:
-        return True
+    return _fits(t, _lib_strides(t))
+
+
+def _prepared(t: torch.Tensor):
+    """(tensor the library can take, its descriptor): t itself when its layout fits, else a
+    contiguous copy."""
     s = _lib_strides(t)
-    return (t.data_ptr() % 16 == 0 and (t.size(3) == 1 or s[3] == 1)
-            and all(x % 8 == 0 for x in s[:3]))
-
-
-def _prepare(t: torch.Tensor) -> torch.Tensor:
-    # clone, not .contiguous(): a contiguous tensor with a misaligned storage offset would be
-    # returned as is by .contiguous().
-    return t if _fits_library(t) else t.clone(memory_format=torch.contiguous_format)
-
-
-def _descriptor(t: torch.Tensor) -> _lib.FlashattnTensor:
-    return _lib.make_tensor(t.data_ptr(), _DTYPE_IDS[t.dtype], t.shape, _lib_strides(t))
+    if not _fits(t, s):
+        t = t.clone(memory_format=torch.contiguous_format)
+        s = _lib_strides(t)
+    return t, _lib.FlashattnTensor(t.data_ptr() or None, _DTYPE_IDS[t.dtype], _lib._I64x4(*t.shape), _lib._I64x4(*s))
 
 
 def _backend_id(backend: Union[str, int]) -> int:
@@ -93,25 +100,34 @@ def _backend_id(backend: Union[str, int]) -> int:
 
 # ----------------------------------------------------------------------------- the op
 
-def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
-         causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D)."""
-    _check_group(q, k, v)
-    q, k, v = _prepare(q), _prepare(k), _prepare(v)
+def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+         backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The call itself, inputs already checked: allocate out/lse, launch on the current stream."""
+    (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
     B, Sq, Hq, D = q.shape
     out = torch.empty((B, Sq, Hq, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _lib.forward(_descriptor(q), _descriptor(k), _descriptor(v), _descriptor(out),
-                     lse.data_ptr() if lse.numel() else 0, float(softmax_scale), bool(causal),
-                     int(backend), stream)
-        if out.numel() and k.size(1) == 0:
-            # No keys: the library validates and returns without writing; every row is fully
-            # masked, which by convention gives out = 0 and lse = -inf.
-            out.zero_()
-            lse.fill_(float("-inf"))
+    do = _lib.FlashattnTensor(out.data_ptr() or None, _DTYPE_IDS[out.dtype], _lib._I64x4(*out.shape),
+                              _lib._I64x4(*_lib_strides(out)))
+    dev = q.get_device()
+    if dev == torch.cuda.current_device():
+        _lib.forward(dq, dk, dv, do, lse.data_ptr() if lse.numel() else 0, softmax_scale, causal, backend,
+                     torch.cuda.current_stream(dev).cuda_stream)
+    else:
+        with torch.cuda.device(dev):
+            _lib.forward(dq, dk, dv, do, lse.data_ptr() if lse.numel() else 0, softmax_scale, causal,
+                         backend, torch.cuda.current_stream(dev).cuda_stream)
+    if out.numel() and k.size(1) == 0:
+        out.zero_()
+        lse.fill_(float("-inf"))
     return out, lse
+
+
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
+              causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D)."""
+    _check_group(q, k, v)
+    return _run(q, k, v, softmax_scale, causal, backend)
 
 
 _fwd = torch.library.custom_op("flashattn::fwd", _fwd_impl, mutates_args=(),
@@ -158,7 +174,7 @@ def flash_attn_forward(q, k, v, softmax_scale=None, causal=False, *, backend="au
             torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         # Plain eager call with nothing to differentiate: the op's own body, without the
         # dispatcher's per-call cost (tens of microseconds, as much as a short kernel).
-        return _fwd_impl(q, k, v, scale, causal, backend_id)
+        return _run(q, k, v, scale, causal, backend_id)
     return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id)
 
 
@@ -181,9 +197,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
 def which_backend(q, k, v, softmax_scale=None, causal=False, backend="auto") -> str:
     """Name of the backend the library would run for these inputs (validates them too)."""
     _check_group(q, k, v)
-    q, k, v = _prepare(q), _prepare(k), _prepare(v)
-    dq = _descriptor(q)
+    (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
     with torch.cuda.device(q.device):
         # q stands in for out: same shape and dtype, and resolve_backend writes nothing.
-        return _lib.resolve_backend(dq, _descriptor(k), _descriptor(v), dq, 0,
-                                    _scale_arg(softmax_scale), causal, backend)
+        return _lib.resolve_backend(dq, dk, dv, dq, 0, _scale_arg(softmax_scale), causal, backend)
