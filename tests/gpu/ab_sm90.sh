@@ -113,3 +113,13 @@ done
 timeout 90 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:1024,2048,4096,8192 128:1:1:1024,2048,4096,8192 \
   64:1:1:1024,2048 64:0:1:2048,8192 256:0:1:2048 256:1:1:2048 2>&1 | grep cudnn
 fi
+if [ $plan = v12 ]; then  # narrow first tile, one width per kernel: nt (D=128 on) vs nt0 (off)
+ck nt "" 60
+ck nt0 quick 20
+S="512 1024 2048 4096 8192 16384"
+for round in 1 2; do
+  t "round $round"
+  for n in nt nt0; do b $n 128 0 $S; b $n 128 1 $S; done
+done
+timeout 90 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:512,1024,2048,4096,8192,16384 128:1:1:512,1024,2048,4096,8192,16384 2>&1 | grep cudnn
+fi
