@@ -14,8 +14,11 @@ template <int HeadDim, int BlockM, int BlockN, int Warps,
           bool RfDoubleBuffer = false,  // two register stages for ldmatrix slices
           bool FoldedExp2 = true,    // exp2(s*scale_log2 - m*scale_log2) as one FFMA
           // ldmatrix addresses from one per-lane base register per operand (Q, K, V): each
-          // fragment is base ^ const + const (see swizzle.h) instead of 4 live xor terms per operand
-          bool PrecomputedSwizzle = true,
+          // fragment is base ^ const + const (see swizzle.h) instead of 4 live xor terms per operand.
+          // Off by default: at 255 registers (128x64x4 d128, 128x128x4 d64) ptxas then spills
+          // in the main loop (4-18 LDL/STL per key block, SASS histogram) where it spills nothing
+          // without it; fewer IMAD.MOV/LOP3 with it. On-GPU A/B decides.
+          bool PrecomputedSwizzle = false,
           // K/V cp.async: one running 64-bit source pointer per tensor stepped by a precomputed
           // per-pass stride, no row predicates on tiles known to be full (all but the last key block)
           bool StridedLoads = true,

@@ -25,7 +25,7 @@ std::string KernelEntry::name() const {
   char buf[128];
   std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s_%s", head_dim, block_m, block_n, warps,
                 frag_slice, q_in_regs ? "_q" : "", rf_double_buffer ? "_db" : "", swizzle ? "" : "_nosw",
-                eager_kv ? "" : "_lazykv", folded_exp2 ? "" : "_unfolded", precomputed_swizzle ? "" : "_nopsw",
+                eager_kv ? "" : "_lazykv", folded_exp2 ? "" : "_unfolded", precomputed_swizzle ? "_psw" : "",
                 strided_loads ? "" : "_nostrided", lazy_rescale ? "" : "_nolazyresc",
                 dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;

@@ -25,14 +25,15 @@ struct KernelEntry {
   LaunchFn launch;
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
-  // "_lazykv", "_unfolded", "_nopsw" (PrecomputedSwizzle), "_nostrided" (StridedLoads),
-  // "_nolazyresc" (LazyRescale) for the ablation switches that are off.
+  // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
+  // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on.
   std::string name() const;
-  // The block shape and RF knobs the tuned table names (dtype, ablation switches excluded).
+  // The block shape and RF knobs the tuned table names (dtype, ablation switches excluded:
+  // those must be at their Sm80FwdConfig defaults).
   bool same_tuning(int d, int bm, int bn, int w, int slice, bool qregs, bool db) const {
     return head_dim == d && block_m == bm && block_n == bn && warps == w && frag_slice == slice &&
            q_in_regs == qregs && rf_double_buffer == db && swizzle && eager_kv && folded_exp2 &&
-           precomputed_swizzle && strided_loads && lazy_rescale;
+           !precomputed_swizzle && strided_loads && lazy_rescale;
   }
 };
 

@@ -27,14 +27,16 @@ std::span<const KernelEntry> ablation_kernels() {
       ABL(128, 64, 64, 4, true, true, 2, true, false, true),
       ABL(128, 64, 64, 4, true, true, 2, false, true, true),
       // The tuned H200 d128 non-causal shape (128x64, 4 warps, FragSlice 2, with and without
-      // RF double buffering): the main-loop switches off one at a time, then all three (the
-      // kernel before them). The first row has everything on; its _db twin is the FA2-shape row above.
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true),
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true, true),    // no precomputed swizzle
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, false, true),    // no strided K/V loads
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, true, false),    // no lazy rescale
-      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false, false),  // none of the three
-      ABL(128, 128, 64, 4, true, true, 2, false, true, true, false, false, false),   // db, none of the three
+      // RF double buffering), main-loop switches spelled out: (PrecomputedSwizzle, StridedLoads,
+      // LazyRescale). The first row is the library default (_nopsw); the last two are the kernel
+      // before the three switches.
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true, true),   // default
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, true, true, true),    // + precomputed swizzle
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false, true),  // no strided K/V loads
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, true, false),  // no lazy rescale
+      ABL(128, 128, 64, 4, true, true, 2, false, false, true, false, false, false), // none of the three
+      ABL(128, 128, 64, 4, true, true, 2, false, true, true, true, true, true),     // db + precomputed swizzle
+      ABL(128, 128, 64, 4, true, true, 2, false, true, true, false, false, false),  // db, none of the three
   };
   return k;
 }
