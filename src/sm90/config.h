@@ -8,7 +8,8 @@ namespace flashattn::sm90 {
 
 template <int HeadDim, int BlockN, int Stages, bool Bf16,
           bool IntraWarpgroupOverlap = true, bool PingPong = true, bool Persistent = true,
-          int ConsumerWarpgroups = 2, bool ConditionalRescale = false, bool TmaStoreEpilogue = false>
+          int ConsumerWarpgroups = 2, bool ConditionalRescale = false, bool TmaStoreEpilogue = false,
+          bool SplitMaskedLoop = false>
 struct Sm90FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
@@ -36,6 +37,12 @@ struct Sm90FwdConfig {
   // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
   // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its
   // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
+  // Masked and unmasked key tiles in separate loops, so no branch sits between the QK^T wait and
+  // the PV wait: with the mask branch there, ptxas hoisted the PV wait above the softmax at the
+  // branch's merge (SASS: WARPGROUP.DEPBAR.LE gsb0, 0x0 before the first FMNMX) and the softmax
+  // never ran under the PV GEMM. Without the branch the overlap is real, and so is its register
+  // cost: configs at the register limit spill with it (V13), hence a per-config flag.
+  static constexpr bool kSplitMaskedLoop = SplitMaskedLoop;
   static constexpr bool kConditionalRescale = ConditionalRescale;
   static constexpr float kRescaleThreshold = 8.f;
 
@@ -107,6 +114,9 @@ struct Sm90TileTable<64> {
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 2048;
   static constexpr bool kConditionalRescale = false;  // V5: -2.5% non-causal 4k
   static constexpr int kCausalOneCtaPerTileSeqLen = 0;  // 0: always dynamic persistent
+  // V13: -1..-4% (three groups at 160 registers spill 24 B with the overlap).
+  static constexpr bool kSplitMaskedLoop = false, kSplitMaskedLoopCausal = false;
+  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
 #ifndef FLASHATTN_SM90_D128_BLOCKN
 #define FLASHATTN_SM90_D128_BLOCKN 176
@@ -121,6 +131,12 @@ struct Sm90TileTable<128> {
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 0;
   static constexpr bool kConditionalRescale = false;  // V5: -2% non-causal, +-1% causal
   static constexpr int kCausalOneCtaPerTileSeqLen = 0;
+  // V13: causal (BlockN 128, no spill) +1% at 2k, +3% at 4k, +7% at 16k; non-causal BlockN 176
+  // spills 24 B with the overlap and lost 2-6%.
+  static constexpr bool kSplitMaskedLoop = false, kSplitMaskedLoopCausal = true;
+  // Non-causal with kMidSeqLo <= Sk < kMidSeqHi: BlockN 160 with split loops (no spill; 192 KiB),
+  // V13: +1.5% at 2k, +2% at 4k over 176 in one loop, -5% at 1k, level/noisy at 8k-16k.
+  static constexpr int kBlockNMidSeq = 160, kMidSeqLo = 2048, kMidSeqHi = 8192;
 };
 template <>
 struct Sm90TileTable<256> {
@@ -132,6 +148,9 @@ struct Sm90TileTable<256> {
   // V6: causal Sq >= this runs one CTA per tile instead of the dynamic persistent grid
   // (V6: with lazy rescale +2% at 2k, +4% 4k, +9% 8k, +5-24% 16k; dynamic stays ahead at 1k).
   static constexpr int kCausalOneCtaPerTileSeqLen = 2048;
+  // V13: +2% at 2k, causal and not (no spill).
+  static constexpr bool kSplitMaskedLoop = true, kSplitMaskedLoopCausal = true;
+  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
 
 }  // namespace flashattn::sm90

@@ -127,9 +127,11 @@ struct Consumer {
   }
 
   // Returns whether this thread's O rows need rescaling (always true without lazy rescaling).
+  // kMask: 1 = apply the mask, 0 = tile known unmasked, -1 = test at run time.
+  template <int kMask = -1>
   __device__ __forceinline__ bool mask_and_softmax(const AttnMask& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
-    if (mask.tile_needs_mask(n, m0, Cfg::kBlockN))
+    if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN)))
       mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
     return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
   }
@@ -162,6 +164,34 @@ struct Consumer {
     }
   }
 
+  // One steady-state turn: S(n) and PV of the previously visited tile back to back, then the
+  // softmax of S(n) while the PV runs. kMask: tile n needs the mask (1), not (0), test (-1).
+  template <int kMask>
+  __device__ __forceinline__ void overlapped_step(const AttnMask& mask, Softmax& sm, int n, int m0, int row0,
+                                                  float scale_log2, int& pv_stage, uint32_t& pv_phase) {
+    float alpha[2];
+    advance();
+    arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+    turn_begin();
+    issue_qk(stage);  // S(n) ...
+    arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
+    issue_pv(pv_stage);  // ... and O += P(n+1) V(n+1) back to back
+    turn_end();
+    arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
+    arch::reg_fence(rS);
+    release(bars.k_empty[stage]);
+    if (n == 0) release(bars.q_empty);
+    const bool moved = mask_and_softmax<kMask>(mask, sm, n, m0, row0, scale_log2, alpha);
+    arch::wgmma_wait_group<0>();
+    arch::reg_fence(rO);
+    fence_p();
+    release(bars.v_empty[pv_stage]);
+    maybe_rescale_o(moved, alpha);
+    convert_p();
+    pv_stage = stage;
+    pv_phase = phase;
+  }
+
   // Runs all key tiles; leaves O unnormalised and the softmax state in `sm`.
   __device__ __forceinline__ void mainloop(const AttnMask& mask, Softmax& sm, int n_blocks, int m0,
                                            int row0, float scale_log2) {
@@ -186,28 +216,16 @@ struct Consumer {
       convert_p();
       int pv_stage = stage;
       uint32_t pv_phase = phase;
+      // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
+      if constexpr (Cfg::kSplitMaskedLoop) {
+        const int n_unmasked = mask.num_unmasked_blocks(m0, Cfg::kBlockN);  // tiles [0, n_unmasked)
 #pragma unroll 1
-      for (--n; n >= 0; --n) {
-        advance();
-        arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
-        turn_begin();
-        issue_qk(stage);  // S(n) ...
-        arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
-        issue_pv(pv_stage);  // ... and O += P(n+1) V(n+1) back to back
-        turn_end();
-        arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
-        arch::reg_fence(rS);
-        release(bars.k_empty[stage]);
-        if (n == 0) release(bars.q_empty);
-        const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
-        arch::wgmma_wait_group<0>();
-        arch::reg_fence(rO);
-        fence_p();
-        release(bars.v_empty[pv_stage]);
-        maybe_rescale_o(moved, alpha);
-        convert_p();
-        pv_stage = stage;
-        pv_phase = phase;
+        for (--n; n >= n_unmasked; --n) overlapped_step<1>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
+#pragma unroll 1
+        for (; n >= 0; --n) overlapped_step<0>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
+      } else {
+#pragma unroll 1
+        for (--n; n >= 0; --n) overlapped_step<-1>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
       }
       // Tail: PV of the last visited tile.
       arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);

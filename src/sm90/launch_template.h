@@ -186,6 +186,14 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 #ifndef FLASHATTN_SM90_TMA_STORE
 #define FLASHATTN_SM90_TMA_STORE 0
 #endif
+// Separate masked/unmasked key-tile loops: -1 = per head dim and mask (table), 0/1 force it.
+#ifndef FLASHATTN_SM90_SPLIT_MASKED_LOOP
+#define FLASHATTN_SM90_SPLIT_MASKED_LOOP -1
+#endif
+// Non-causal mid-length kernel (Sm90TileTable<D>::kBlockNMidSeq) on (1) or off (0).
+#ifndef FLASHATTN_SM90_MID_SEQ
+#define FLASHATTN_SM90_MID_SEQ 1
+#endif
 
 // The configuration each (head dim, dtype) dispatches to.
 template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
@@ -194,7 +202,20 @@ using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal 
                                     FLASHATTN_SM90_PINGPONG != 0, FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
                                     FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
                                                                     : FLASHATTN_SM90_COND_RESCALE != 0,
-                                    FLASHATTN_SM90_TMA_STORE != 0>;
+                                    FLASHATTN_SM90_TMA_STORE != 0,
+                                    FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0
+                                        ? (Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop)
+                                        : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
+
+// Non-causal at mid sequence lengths (table: kBlockNMidSeq for kMidSeqLo <= Sk < kMidSeqHi):
+// another key-tile width, with split masked/unmasked loops.
+template <int D, bool Bf16>
+using MidSeqConfig = Sm90FwdConfig<D, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages, Bf16,
+                                   FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
+                                   FLASHATTN_SM90_PERSISTENT != 0, Sm90TileTable<D>::kConsumerWarpgroups,
+                                   FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
+                                                                   : FLASHATTN_SM90_COND_RESCALE != 0,
+                                   FLASHATTN_SM90_TMA_STORE != 0, FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>
@@ -205,6 +226,9 @@ Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
   using T = Sm90TileTable<D>;
+  if constexpr (T::kBlockNMidSeq > 0 && FLASHATTN_SM90_MID_SEQ) {
+    if (!p.causal && p.sk >= T::kMidSeqLo && p.sk < T::kMidSeqHi) return launch_fwd<MidSeqConfig<D, Bf16>>(p, stream);
+  }
   if (!p.causal) return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
   if constexpr (T::kConsumerWarpgroupsShortCausal != T::kConsumerWarpgroups) {
     if (p.sq < T::kShortCausalSeqLen)

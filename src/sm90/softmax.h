@@ -93,6 +93,15 @@ struct AttnMask {
     }
     return (keys + block_n - 1) / block_n;
   }
+  // Key tiles [0, result) need no mask for any row >= m0 (tile_needs_mask is false for them).
+  __device__ __forceinline__ int num_unmasked_blocks(int m0, int block_n) const {
+    long long keys = sk;  // a tile is unmasked if its last key is < sk ...
+    if (causal) {         // ... and, causal, visible to row m0: key <= m0 + (sk - sq)
+      const long long lim = (long long)m0 + (sk - sq) + 1;
+      keys = lim < keys ? lim : keys;
+    }
+    return keys <= 0 ? 0 : static_cast<int>(keys / block_n);
+  }
   // True if any element of tile n (for rows >= m0) can be masked.
   __device__ __forceinline__ bool tile_needs_mask(int n, int m0, int block_n) const {
     const int end = (n + 1) * block_n;

@@ -123,3 +123,19 @@ for round in 1 2; do
 done
 timeout 90 python3 tests/gpu/bench_cudnn_sm90.py 128:0:1:512,1024,2048,4096,8192,16384 128:1:1:512,1024,2048,4096,8192,16384 2>&1 | grep cudnn
 fi
+if [ $plan = v13 ]; then  # masked and unmasked key tiles in separate loops (no branch between the two wgmma waits)
+ck sp "" 60
+ck base quick 20
+for round in 1 2; do
+  t "round $round"
+  for n in sp base; do b $n 128 0 1024 2048 4096 16384; b $n 128 1 1024 2048 4096 16384; b $n 64 0 2048; b $n 64 1 2048; b $n 256 0 2048; b $n 256 1 2048; done
+done
+fi
+if [ $plan = v13b ]; then  # D=128 non-causal: BlockN 160 with split loops (no spill) vs the table (176, one loop)
+ck sp2 "" 60
+ck sp160 quick 20
+for round in 1 2; do
+  t "round $round"
+  for n in sp2 sp160; do b $n 128 0 1024 2048 4096 8192 16384; done
+done
+fi
