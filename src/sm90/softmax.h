@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "arch/fast_math.h"
+#include "sm90/mask.h"
 
 namespace flashattn::sm90 {
 
@@ -74,50 +75,6 @@ struct OnlineSoftmax {
       const bool empty = !(s > 0.f);
       inv_sum[r] = empty ? 0.f : 1.f / s;
       lse[r] = empty ? -INFINITY : (row_max[r] + __log2f(s)) * 0.69314718055994531f;
-    }
-  }
-};
-
-// Mask policy: no mask / key-length bound / bottom-right causal. Trip counts and the per-tile
-// "needs masking" test live here so the mainloop stays branch-light.
-struct AttnMask {
-  int sq, sk;
-  bool causal;
-
-  // Number of key tiles the CTA's query rows [m0, m0+block_m) need.
-  __device__ __forceinline__ int num_n_blocks(int m0, int block_m, int block_n) const {
-    int keys = sk;
-    if (causal) {
-      const long long lim = (long long)m0 + block_m + (sk - sq);  // last row's limit + 1
-      keys = lim < 0 ? 0 : (lim < sk ? (int)lim : sk);
-    }
-    return (keys + block_n - 1) / block_n;
-  }
-  // Key tiles [0, result) need no mask for any row >= m0 (tile_needs_mask is false for them).
-  __device__ __forceinline__ int num_unmasked_blocks(int m0, int block_n) const {
-    long long keys = sk;  // a tile is unmasked if its last key is < sk ...
-    if (causal) {         // ... and, causal, visible to row m0: key <= m0 + (sk - sq)
-      const long long lim = (long long)m0 + (sk - sq) + 1;
-      keys = lim < keys ? lim : keys;
-    }
-    return keys <= 0 ? 0 : static_cast<int>(keys / block_n);
-  }
-  // True if any element of tile n (for rows >= m0) can be masked.
-  __device__ __forceinline__ bool tile_needs_mask(int n, int m0, int block_n) const {
-    const int end = (n + 1) * block_n;
-    return end > sk || (causal && (long long)end - 1 > (long long)m0 + (sk - sq));
-  }
-  // Sets masked elements of the S fragment to -inf. row0 is this thread's first row, col0 the
-  // tile's first key + 2q.
-  template <int kSRegs>
-  __device__ __forceinline__ void apply(float (&s)[kSRegs], int row0, int col0) const {
-    const int lim0 = causal ? min(sk, max(0, row0 + (sk - sq) + 1)) : sk;
-    const int lim1 = causal ? min(sk, max(0, row0 + 8 + (sk - sq) + 1)) : sk;
-#pragma unroll
-    for (int i = 0; i < kSRegs; ++i) {
-      const int col = col0 + 8 * (i >> 2) + (i & 1);
-      const int lim = ((i >> 1) & 1) ? lim1 : lim0;
-      if (col >= lim) s[i] = -INFINITY;
     }
   }
 };
