@@ -31,18 +31,18 @@ struct Sm90FwdConfig {
   // Named barriers order the two consumer warpgroups' GEMM issue so their softmaxes alternate.
   static constexpr bool kPingPong = PingPong;
   static_assert(!kPingPong || kIntraWarpgroupOverlap, "ping-pong turns are built around the overlapped loop");
-  // One CTA per SM striding over tiles: tile i+1's Q/K/V loads overlap tile i's epilogue.
-  static constexpr bool kPersistent = Persistent;
-  // Lazy rescaling (FA4): the running row max is only raised when a tile's max exceeds it by more
-  // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
-  // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its
-  // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
   // Masked and unmasked key tiles in separate loops, so no branch sits between the QK^T wait and
   // the PV wait: with the mask branch there, ptxas hoisted the PV wait above the softmax at the
   // branch's merge (SASS: WARPGROUP.DEPBAR.LE gsb0, 0x0 before the first FMNMX) and the softmax
   // never ran under the PV GEMM. Without the branch the overlap is real, and so is its register
   // cost: configs at the register limit spill with it (V13), hence a per-config flag.
   static constexpr bool kSplitMaskedLoop = SplitMaskedLoop;
+  // One CTA per SM striding over tiles: tile i+1's Q/K/V loads overlap tile i's epilogue.
+  static constexpr bool kPersistent = Persistent;
+  // Lazy rescaling (FA4): the running row max is only raised when a tile's max exceeds it by more
+  // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
+  // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its
+  // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
   static constexpr bool kConditionalRescale = ConditionalRescale;
   static constexpr float kRescaleThreshold = 8.f;
 

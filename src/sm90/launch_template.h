@@ -195,27 +195,29 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 #define FLASHATTN_SM90_MID_SEQ 1
 #endif
 
-// The configuration each (head dim, dtype) dispatches to.
+// A table configuration: the tile shape and per-config flags given, the ablation switches
+// (FLASHATTN_SM90_*) and the head dim's table entries filling in the rest.
+template <int D, bool Bf16, int BlockN, int Stages, int ConsumerWarpgroups, bool SplitMaskedLoop>
+using TableConfig = Sm90FwdConfig<D, BlockN, Stages, Bf16, FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
+                                  FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
+                                  FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
+                                                                  : FLASHATTN_SM90_COND_RESCALE != 0,
+                                  FLASHATTN_SM90_TMA_STORE != 0,
+                                  FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0 ? SplitMaskedLoop
+                                                                       : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
+
+// The configuration each (head dim, dtype, mask) dispatches to.
 template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
-using DefaultConfig = Sm90FwdConfig<D, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
-                                    Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, Bf16, FLASHATTN_SM90_OVERLAP != 0,
-                                    FLASHATTN_SM90_PINGPONG != 0, FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
-                                    FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
-                                                                    : FLASHATTN_SM90_COND_RESCALE != 0,
-                                    FLASHATTN_SM90_TMA_STORE != 0,
-                                    FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0
-                                        ? (Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop)
-                                        : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
+using DefaultConfig =
+    TableConfig<D, Bf16, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
+                Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, ConsumerWarpgroups,
+                Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop>;
 
 // Non-causal at mid sequence lengths (table: kBlockNMidSeq for kMidSeqLo <= Sk < kMidSeqHi):
 // another key-tile width, with split masked/unmasked loops.
 template <int D, bool Bf16>
-using MidSeqConfig = Sm90FwdConfig<D, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages, Bf16,
-                                   FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
-                                   FLASHATTN_SM90_PERSISTENT != 0, Sm90TileTable<D>::kConsumerWarpgroups,
-                                   FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
-                                                                   : FLASHATTN_SM90_COND_RESCALE != 0,
-                                   FLASHATTN_SM90_TMA_STORE != 0, FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
+using MidSeqConfig = TableConfig<D, Bf16, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages,
+                                 Sm90TileTable<D>::kConsumerWarpgroups, true>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>
