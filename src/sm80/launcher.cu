@@ -32,8 +32,7 @@ static_assert(sm80::tuned_rows_well_formed(kTuned),
               "tuned_table.inc: negative max_seqlen, or two rows with the same key and max_seqlen");
 
 // Defaults for devices the table does not know: the FA2 block shapes, all instantiated and
-// within A100's 163 KB of shared memory. (128x64x4 at D=128 spills 56-64 B/thread under ptxas
-// but measured fastest on the H200 anyway; see docs/VERSIONS.md (sm80 family).)
+// within A100's 163 KB of shared memory (no spills since StridedLoads; see docs/VERSIONS.md).
 TunedRow default_row(int head_dim) {
   switch (head_dim) {
     case 64: return {0, kFloat16, 64, false, 0, 128, 64, 4, 2, false, false};

@@ -87,23 +87,12 @@ struct OnlineSoftmax {
 #pragma unroll
           for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
           mx = quad_max(mx);
-          // Fully masked so far: keep the max at -inf but subtract 0 so exp2(-inf - 0) = 0.
-          float m_sub, alpha;
-          if constexpr (Cfg::kFoldedExp2) {
-            m_sub = mx == -INFINITY ? 0.f : mx * scale_log2;
-            alpha = arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub));
-          } else {
-            m_sub = mx == -INFINITY ? 0.f : mx;
-            alpha = arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
-          }
+          const float m_sub = exp2_offset(mx, scale_log2);
+          const float alpha = rescale_factor(row_max[mt][h], m_sub, scale_log2);
           row_max[mt][h] = mx;
           const float sum = exp_and_sum(rS, mt, h, m_sub, scale_log2);
           row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
-#pragma unroll
-          for (int nt = 0; nt < kNO; ++nt) {
-            rO[mt][nt][2 * h] *= alpha;
-            rO[mt][nt][2 * h + 1] *= alpha;
-          }
+          scale_o_row(rO, mt, h, alpha);
         }
       }
     }
@@ -137,18 +126,11 @@ struct OnlineSoftmax {
       for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          // As in step(): a row still at -inf keeps alpha's argument finite-or--inf via m_sub = 0.
           const float m_new = mx[mt][h];
-          const float m_sub = m_new == -INFINITY ? 0.f : (Cfg::kFoldedExp2 ? m_new * scale_log2 : m_new);
-          const float alpha = Cfg::kFoldedExp2 ? arch::ex2_approx_ftz(fmaf(row_max[mt][h], scale_log2, -m_sub))
-                                               : arch::ex2_approx_ftz(__fsub_rn(row_max[mt][h], m_sub));
+          const float alpha = rescale_factor(row_max[mt][h], exp2_offset(m_new, scale_log2), scale_log2);
           row_max[mt][h] = m_new;
           row_sum[mt][h] *= alpha;
-#pragma unroll
-          for (int nt = 0; nt < kNO; ++nt) {
-            rO[mt][nt][2 * h] *= alpha;
-            rO[mt][nt][2 * h + 1] *= alpha;
-          }
+          scale_o_row(rO, mt, h, alpha);
         }
       }
     }
@@ -156,11 +138,27 @@ struct OnlineSoftmax {
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // A row whose max is still -inf has seen only -inf scores: exp2(-inf - 0) = 0.
-        const float m = row_max[mt][h];
-        const float m_sub = m == -INFINITY ? 0.f : (Cfg::kFoldedExp2 ? m * scale_log2 : m);
-        row_sum[mt][h] += exp_and_sum(rS, mt, h, m_sub, scale_log2);
+        row_sum[mt][h] += exp_and_sum(rS, mt, h, exp2_offset(row_max[mt][h], scale_log2), scale_log2);
       }
+    }
+  }
+
+  // What exp2's argument subtracts for row max m (times scale_log2 when folded). A row with no
+  // visible key yet keeps max -inf but subtracts 0, so exp2(-inf - 0) = 0 rather than NaN.
+  __device__ __forceinline__ static float exp2_offset(float m, float scale_log2) {
+    return m == -INFINITY ? 0.f : (Cfg::kFoldedExp2 ? m * scale_log2 : m);
+  }
+  // Factor that moves sums and O from the old row max to the new one (m_sub: exp2_offset of it).
+  __device__ __forceinline__ static float rescale_factor(float old_max, float m_sub, float scale_log2) {
+    if constexpr (Cfg::kFoldedExp2) return arch::ex2_approx_ftz(fmaf(old_max, scale_log2, -m_sub));
+    return arch::ex2_approx_ftz(__fsub_rn(old_max, m_sub));
+  }
+  template <int kNO>
+  __device__ __forceinline__ static void scale_o_row(float (&rO)[kMT][kNO][4], int mt, int h, float alpha) {
+#pragma unroll
+    for (int nt = 0; nt < kNO; ++nt) {
+      rO[mt][nt][2 * h] *= alpha;
+      rO[mt][nt][2 * h + 1] *= alpha;
     }
   }
 

@@ -98,6 +98,24 @@ struct WarpGemm {
     }
   }
 
+  // The SMEM->RF slice pipeline shared by QK^T and PV: load_slice(stage, slice) fills a register
+  // stage, mma(stage, slice) consumes it. With two stages (RF double buffering) slice s+1 loads
+  // while slice s multiplies; with one, each slice loads then multiplies.
+  template <int kSlices, int kStages, class Load, class Mma>
+  __device__ __forceinline__ static void pipelined_slices(Load&& load_slice, Mma&& mma) {
+    if constexpr (kStages == 2) load_slice(0, 0);
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const int stage = kStages == 2 ? (s & 1) : 0;
+      if constexpr (kStages == 2) {
+        if (s + 1 < kSlices) load_slice(stage ^ 1, s + 1);
+      } else {
+        load_slice(0, s);
+      }
+      mma(stage, s);
+    }
+  }
+
   // rS = Q K^T (rS is overwritten). rQres: resident Q fragments when Cfg::kQInRegs.
   template <bool kBf16>
   __device__ __forceinline__ void qk(float (&rS)[kMT][kNS][4], uint32_t sQ, uint32_t sK,
@@ -121,15 +139,7 @@ struct WarpGemm {
         load_k(rK[stage][j], sK, slice * kSlice + j);
       }
     };
-    if constexpr (kStages == 2) load_slice(0, 0);
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) {
-      const int stage = kStages == 2 ? (s & 1) : 0;
-      if constexpr (kStages == 2) {
-        if (s + 1 < kSlices) load_slice(stage ^ 1, s + 1);
-      } else {
-        load_slice(0, s);
-      }
+    pipelined_slices<kSlices, kStages>(load_slice, [&](int stage, int s) {
 #pragma unroll
       for (int j = 0; j < kSlice; ++j) {
         if constexpr (Cfg::kQInRegs) {
@@ -138,7 +148,7 @@ struct WarpGemm {
           mma_step<kBf16, kNS>(rS, rQ[stage][j], rK[stage][j]);
         }
       }
-    }
+    });
   }
 
   // rO += P V with P given as A fragments rP[mt][ks] (k16 steps over the BlockN keys).
@@ -153,18 +163,10 @@ struct WarpGemm {
 #pragma unroll
       for (int j = 0; j < kSlice; ++j) load_v(rV[stage][j], sV, slice * kSlice + j);
     };
-    if constexpr (kStages == 2) load_slice(0, 0);
-#pragma unroll
-    for (int s = 0; s < kSlices; ++s) {
-      const int stage = kStages == 2 ? (s & 1) : 0;
-      if constexpr (kStages == 2) {
-        if (s + 1 < kSlices) load_slice(stage ^ 1, s + 1);
-      } else {
-        load_slice(0, s);
-      }
+    pipelined_slices<kSlices, kStages>(load_slice, [&](int stage, int s) {
 #pragma unroll
       for (int j = 0; j < kSlice; ++j) mma_step<kBf16, kNO>(rO, rP[s * kSlice + j], rV[stage][j]);
-    }
+    });
   }
 };
 
