@@ -6,6 +6,7 @@ the op calls libflashattn through ctypes on torch.cuda.current_stream() and neve
 host, so it works under torch.compile(fullgraph=True) and inside CUDA-graph capture.
 """
 
+import contextlib
 from typing import Tuple, Union
 
 import torch
@@ -84,14 +85,22 @@ def _fits_library(t: torch.Tensor) -> bool:
     return _fits(t, _lib_strides(t))
 
 
+def _descriptor(t: torch.Tensor, strides: list) -> _lib.FlashattnTensor:
+    # _lib.make_tensor without its argument checks: shape and strides are already 4 ints here.
+    return _lib.FlashattnTensor(t.data_ptr() or None, _DTYPE_IDS[t.dtype], _lib._I64x4(*t.shape),
+                                _lib._I64x4(*strides))
+
+
 def _prepared(t: torch.Tensor):
     """(tensor the library can take, its descriptor): t itself when its layout fits, else a
     contiguous copy."""
     s = _lib_strides(t)
     if not _fits(t, s):
+        # clone, not .contiguous(): a contiguous tensor with a misaligned storage offset would be
+        # returned as is by .contiguous().
         t = t.clone(memory_format=torch.contiguous_format)
         s = _lib_strides(t)
-    return t, _lib.FlashattnTensor(t.data_ptr() or None, _DTYPE_IDS[t.dtype], _lib._I64x4(*t.shape), _lib._I64x4(*s))
+    return t, _descriptor(t, s)
 
 
 def _backend_id(backend: Union[str, int]) -> int:
@@ -107,17 +116,14 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
     B, Sq, Hq, D = q.shape
     out = torch.empty((B, Sq, Hq, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
-    do = _lib.FlashattnTensor(out.data_ptr() or None, _DTYPE_IDS[out.dtype], _lib._I64x4(*out.shape),
-                              _lib._I64x4(*_lib_strides(out)))
     dev = q.get_device()
-    if dev == torch.cuda.current_device():
-        _lib.forward(dq, dk, dv, do, lse.data_ptr() if lse.numel() else 0, softmax_scale, causal, backend,
-                     torch.cuda.current_stream(dev).cuda_stream)
-    else:
-        with torch.cuda.device(dev):
-            _lib.forward(dq, dk, dv, do, lse.data_ptr() if lse.numel() else 0, softmax_scale, causal,
-                         backend, torch.cuda.current_stream(dev).cuda_stream)
+    # Switching the current device costs several microseconds per call; only do it when needed.
+    with contextlib.nullcontext() if dev == torch.cuda.current_device() else torch.cuda.device(dev):
+        _lib.forward(dq, dk, dv, _descriptor(out, _lib_strides(out)), lse.data_ptr() if lse.numel() else 0,
+                     softmax_scale, causal, backend, torch.cuda.current_stream(dev).cuda_stream)
     if out.numel() and k.size(1) == 0:
+        # No keys: the library validates and returns without writing; every row is fully
+        # masked, which by convention gives out = 0 and lse = -inf.
         out.zero_()
         lse.fill_(float("-inf"))
     return out, lse
