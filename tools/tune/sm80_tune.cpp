@@ -40,10 +40,12 @@ struct Shape {
   DType dt;
 };
 
+const char* dtype_name(DType dt) { return dt == DType::kBFloat16 ? "bf16" : "fp16"; }
+
 std::string str(const Shape& s) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d d%d %s %s", s.b, s.sq, s.sk, s.hq, s.hkv, s.d,
-                s.causal ? "causal" : "full", s.dt == DType::kBFloat16 ? "bf16" : "fp16");
+                s.causal ? "causal" : "full", dtype_name(s.dt));
   return buf;
 }
 
@@ -196,7 +198,6 @@ constexpr int kNumTuneSeqlens = int(std::size(kTuneSeqlens));
 // seqlens), before it is checked in and compiled.
 std::map<std::tuple<int, int, bool, int>, const KernelEntry*> g_winners;
 
-const char* dtype_name(DType dt) { return dt == DType::kBFloat16 ? "bf16" : "fp16"; }
 
 int run_tune(const std::string& path) {
   int dev = 0, major = 0, minor = 0;
@@ -296,14 +297,14 @@ int run_grid() {
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
     for (int d : {64, 128, 256}) {
       for (bool causal : {false, true}) {
-        for (int seq : {512, 1024, 2048, 4096, 8192, 16384}) {
+        for (int seq : kTuneSeqlens) {
           const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt};
           Problem pr(s, 3);
           const auto w = g_winners.find({int(dt), d, causal, seq});
           const KernelEntry* e = w != g_winners.end() ? w->second : detail::sm80_select(pr.p, major * 10 + minor);
           Status st = Status::Ok();
           const double ms = time_ms([&] { st = sm80::launch_entry(*e, pr.p, nullptr); }, 5, 20);
-          std::printf("grid,%s,%d,%s,%d,%d,%d,%s,%.4f,%.1f%s\n", dt == DType::kBFloat16 ? "bf16" : "fp16", d,
+          std::printf("grid,%s,%d,%s,%d,%d,%d,%s,%.4f,%.1f%s\n", dtype_name(dt), d,
                       causal ? "causal" : "full", seq, s.b, s.hq, e ? e->name().c_str() : "?", ms,
                       flops(s) / ms / 1e9, st.ok() ? "" : st.message().c_str());
         }
