@@ -9,7 +9,7 @@ namespace flashattn::sm90 {
 template <int HeadDim, int BlockN, int Stages, bool Bf16,
           bool IntraWarpgroupOverlap = true, bool PingPong = true, bool Persistent = true,
           int ConsumerWarpgroups = 2, bool ConditionalRescale = false, bool TmaStoreEpilogue = false,
-          bool SplitMaskedLoop = false>
+          bool SplitMaskedLoop = false, bool StreamK = false>
 struct Sm90FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
@@ -39,6 +39,10 @@ struct Sm90FwdConfig {
   static constexpr bool kSplitMaskedLoop = SplitMaskedLoop;
   // One CTA per SM striding over tiles: tile i+1's Q/K/V loads overlap tile i's epilogue.
   static constexpr bool kPersistent = Persistent;
+  // Stream-K tail (stream_k.h): the tiles of a partial last wave are split along the keys over
+  // all CTAs and merged. Non-causal configs only (causal tiles differ in cost; the dynamic
+  // longest-first scheduler balances them), so the causal kernels carry none of its code.
+  static constexpr bool kStreamK = StreamK && Persistent;
   // Lazy rescaling (FA4): the running row max is only raised when a tile's max exceeds it by more
   // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
   // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its

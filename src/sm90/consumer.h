@@ -167,8 +167,8 @@ struct Consumer {
   // One steady-state turn: S(n) and PV of the previously visited tile back to back, then the
   // softmax of S(n) while the PV runs. kMask: tile n needs the mask (1), not (0), test (-1).
   template <int kMask>
-  __device__ __forceinline__ void overlapped_step(const AttnMask& mask, Softmax& sm, int n, int m0, int row0,
-                                                  float scale_log2, int& pv_stage, uint32_t& pv_phase) {
+  __device__ __forceinline__ void overlapped_step(const AttnMask& mask, Softmax& sm, int n, int n_lo, int m0,
+                                                  int row0, float scale_log2, int& pv_stage, uint32_t& pv_phase) {
     float alpha[2];
     advance();
     arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
@@ -180,7 +180,7 @@ struct Consumer {
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
     release(bars.k_empty[stage]);
-    if (n == 0) release(bars.q_empty);
+    if (n == n_lo) release(bars.q_empty);
     const bool moved = mask_and_softmax<kMask>(mask, sm, n, m0, row0, scale_log2, alpha);
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rO);
@@ -192,18 +192,18 @@ struct Consumer {
     pv_phase = phase;
   }
 
-  // Runs all key tiles; leaves O unnormalised and the softmax state in `sm`.
-  __device__ __forceinline__ void mainloop(const AttnMask& mask, Softmax& sm, int n_blocks, int m0,
+  // Runs key tiles [n_lo, n_hi) (the last first); leaves O unnormalised and the softmax state in `sm`.
+  __device__ __forceinline__ void mainloop(const AttnMask& mask, Softmax& sm, int n_lo, int n_hi, int m0,
                                            int row0, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;
-    if (n_blocks <= 0) return;
+    if (n_hi <= n_lo) return;
     arch::mbarrier_wait(arch::smem_u32(&bars.q_full), tiles & 1);
     ++tiles;
     float alpha[2];
     if constexpr (Cfg::kIntraWarpgroupOverlap) {
       // Prologue: S(last tile) and its softmax; no PV yet.
-      int n = n_blocks - 1;
+      int n = n_hi - 1;
       arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
       turn_begin();
       issue_qk(stage);
@@ -211,21 +211,22 @@ struct Consumer {
       arch::wgmma_wait_group<0>();
       arch::reg_fence(rS);
       release(bars.k_empty[stage]);
-      if (n == 0) release(bars.q_empty);  // last QK^T of this tile retired: Q may be reloaded
+      if (n == n_lo) release(bars.q_empty);  // last QK^T of this tile retired: Q may be reloaded
       mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
       convert_p();
       int pv_stage = stage;
       uint32_t pv_phase = phase;
       // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
       if constexpr (Cfg::kSplitMaskedLoop) {
-        const int n_unmasked = mask.num_unmasked_blocks(m0, Cfg::kBlockN);  // tiles [0, n_unmasked)
+        const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
 #pragma unroll 1
-        for (--n; n >= n_unmasked; --n) overlapped_step<1>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
+        for (--n; n >= n_unmasked; --n)
+          overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
 #pragma unroll 1
-        for (; n >= 0; --n) overlapped_step<0>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
+        for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
       } else {
 #pragma unroll 1
-        for (--n; n >= 0; --n) overlapped_step<-1>(mask, sm, n, m0, row0, scale_log2, pv_stage, pv_phase);
+        for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
       }
       // Tail: PV of the last visited tile.
       arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
@@ -239,13 +240,13 @@ struct Consumer {
       advance();
     } else {
 #pragma unroll 1
-      for (int n = n_blocks - 1; n >= 0; --n) {
+      for (int n = n_hi - 1; n >= n_lo; --n) {
         arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
         issue_qk(stage);
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
-        if (n == 0) release(bars.q_empty);
+        if (n == n_lo) release(bars.q_empty);
         const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         maybe_rescale_o(moved, alpha);
         convert_p();

@@ -16,6 +16,7 @@
 #include "sm90/producer.h"
 #include "sm90/scheduler.h"
 #include "sm90/softmax.h"
+#include "sm90/stream_k_merge.h"
 
 namespace flashattn::sm90 {
 
@@ -33,7 +34,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.tile_counter};
+  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.div_m_blocks, args.div_hq, args.tile_counter,
+                            args.plan};
   const AttnMask mask{args.sq, args.sk, args.causal};
   const int warpgroup = threadIdx.x / 128;
 
@@ -66,18 +68,38 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
     RingState ring;
-    int t = sched.first();
+    if constexpr (Cfg::kStreamK) {
+      // Codes: whole tiles, then the split chunks' pieces (scheduler.h).
 #pragma unroll 1
-    for (uint32_t k = 0;; ++k) {
-      sched_publish(bars, k, t);
-      if (t >= sched.num_tiles()) break;
-      const int t_next = sched.next(t);  // issued early: the atomic's latency hides under the loads
-      int m_block, h, b;
-      sched.decode(t, m_block, h, b);
-      const int n_blocks = mask.num_n_blocks(m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
-      if (n_blocks > 0)
-        producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, n_blocks, h, h / args.h_ratio, b);
-      t = t_next;
+      for (uint32_t k = 0, code = sched.first_code();; ++k) {
+        sched_publish(bars, k, code);
+        if (code >= sched.code_end()) break;
+        int tile, n_lo, n_hi;
+        sched.range_of_code(code, tile, n_lo, n_hi);
+        int m_block, h, b;
+        sched.decode(tile, m_block, h, b);
+        if (n_hi > n_lo)
+          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, n_lo, n_hi, h, args.div_h_ratio(h), b);
+        // The code is re-read from the ring slot the producer alone writes, so it need not stay
+        // in a register across the loads (24 registers; it spilled). The next item's atomic is
+        // issued only now; the producer runs ahead of the consumers by the ring's depth.
+        code = sched.next_code(*static_cast<volatile int*>(&bars.tile_slot[k & 1]));
+      }
+    } else {
+      // Whole tiles (code == tile index), the mask decides each tile's key range.
+      int t = sched.first();
+#pragma unroll 1
+      for (uint32_t k = 0;; ++k) {
+        sched_publish(bars, k, t);
+        if (t >= sched.num_items()) break;
+        const int t_next = sched.next(t);  // issued early: the atomic's latency hides under the loads
+        int m_block, h, b;
+        sched.decode(t, m_block, h, b);
+        const int n_blocks = mask.num_n_blocks(m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+        if (n_blocks > 0)
+          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, 0, n_blocks, h, args.div_h_ratio(h), b);
+        t = t_next;
+      }
     }
     sched.finish();
     return;
@@ -89,15 +111,27 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   c.pingpong_start();
 #pragma unroll 1
   for (uint32_t k = 0;; ++k) {
-    const int t = sched_read(bars, k);
-    if (t >= sched.num_tiles()) break;
+    const int code = sched_read(bars, k);
+    if (code >= sched.code_end()) break;
+    // The piece's tile and key blocks: the plan's (stream-K configs: non-causal, every tile has
+    // the same blocks) or the whole tile's under the mask.
+    int tile = code, n_lo = 0, n_hi = 0;
+    if constexpr (Cfg::kStreamK) sched.range_of_code(code, tile, n_lo, n_hi);
     int m_block, h, b;
-    sched.decode(t, m_block, h, b);
+    sched.decode(tile, m_block, h, b);
     const int m0 = m_block * Cfg::kBlockM;
-    const int n_blocks = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
+    if constexpr (!Cfg::kStreamK) n_hi = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
     typename Consumer<Cfg>::Softmax sm;
-    c.mainloop(mask, sm, n_blocks, m0, m0 + row_in_tile, args.scale_log2);
-    if (Cfg::kTmaStoreEpilogue && args.o_tma)
+    c.mainloop(mask, sm, n_lo, n_hi, m0, m0 + row_in_tile, args.scale_log2);
+    // A split tile's piece: only the warp that completes the tile goes on, with the merged O.
+    bool whole = true;
+    if (Cfg::kStreamK && code >= args.plan.dp_tiles) {
+      StreamKPlan::Piece w;
+      sched.piece_of_code(code, w);
+      whole = w.slot < 0;
+      if (!whole && !stream_k_merge<Cfg>(args, w, c.rO, sm)) continue;
+    }
+    if (Cfg::kTmaStoreEpilogue && args.o_tma && whole)
       epilogue_store_tma<Cfg>(&tmO, smem, args, c.rO, sm, b, h, m0, c.wg);
     else
       epilogue_store<Cfg>(args, c.rO, sm, b, h, m0 + row_in_tile);

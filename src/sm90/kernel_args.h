@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "sm90/stream_k.h"
+
 namespace flashattn::sm90 {
 
 struct Sm90FwdArgs {
@@ -12,10 +14,16 @@ struct Sm90FwdArgs {
   int64_t o_sb, o_ss, o_sh;
   int sq, sk, hq, h_ratio, b;
   int num_m_blocks;
+  FastDiv div_m_blocks, div_hq, div_h_ratio;  // x / num_m_blocks, x / hq, x / h_ratio
   float scale_log2;
   bool causal;
   int* tile_counter;  // dynamic persistent scheduling (2 ints, zero between launches), or null
   bool o_tma;         // kTmaStoreEpilogue configs: O's tensor map is valid (else direct stores)
+  // Stream-K tail (stream_k.h): the plan, one arrival counter per (split tile, consumer warp)
+  // (zero between launches: the merging warp resets it) and the partial-result slots.
+  StreamKPlan plan;
+  int* sk_counters;
+  float* sk_partials;
 };
 
 // Barrier ids of the named CTA barriers (0 is __syncthreads).

@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "api/backends.h"
 #include "sm90/kernel.h"
+#include "sm90/workspace.h"
 
 namespace flashattn::sm90 {
 
@@ -68,6 +71,10 @@ inline int num_sms() {
 #ifndef FLASHATTN_SM90_SCHED_CAUSAL
 #define FLASHATTN_SM90_SCHED_CAUSAL -1
 #endif
+// Stream-K tail for non-causal persistent launches (stream_k.h): on (1) or off (0).
+#ifndef FLASHATTN_SM90_STREAM_K
+#define FLASHATTN_SM90_STREAM_K 1
+#endif
 
 // Tile counters for dynamic scheduling: a per-device pool of zeroed {next, finished} pairs,
 // handed out round-robin so launches in flight on different streams use different pairs (each
@@ -103,6 +110,53 @@ inline int* next_tile_counter(cudaStream_t stream) {
   return pools[dev] + 2 * (next[dev]++ % kPairs);
 }
 
+// FLASHATTN_SM90_STREAM_K=0 in the environment turns the stream-K split off at run time (A/B
+// runs, debugging); read per call so one process can time both.
+inline bool stream_k_enabled() {
+  const char* e = std::getenv("FLASHATTN_SM90_STREAM_K");
+  return e == nullptr || std::strcmp(e, "0") != 0;
+}
+
+// Stream-K tail (stream_k.h) for a non-causal persistent launch: when the tiles leave the last
+// wave partly empty, sets args' plan and workspace. Outside graph capture the workspace is the
+// stream's own (workspace.h). Under capture it is a stream-ordered allocation with its counters
+// zeroed, i.e. allocation and memset nodes in the graph; the caller frees the returned pointer
+// after the launch (a free node). Leaves args unsplit when no workspace can be had.
+template <class Cfg>
+void* setup_stream_k(Sm90FwdArgs& args, long long tiles, int n_blocks, cudaStream_t stream) {
+  using Ws = StreamKWorkspace<Cfg>;
+  if (!stream_k_enabled() || tiles + 2LL * num_sms() > INT32_MAX) return nullptr;
+  const StreamKPlan plan = StreamKPlan::make(tiles, num_sms(), n_blocks);
+  if (plan.chunks == 0 || plan.sk_tiles > 256) return nullptr;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  char* ws = nullptr;
+  void* to_free = nullptr;
+  if (cap == cudaStreamCaptureStatusNone) {
+    // Sized for the most chunks any launch can have, so the buffer is allocated once.
+    ws = static_cast<char*>(stream_workspace(stream, Ws::bytes(num_sms())));
+  } else if (cap == cudaStreamCaptureStatusActive) {
+    void* p = nullptr;
+    if (cudaMallocAsync(&p, Ws::bytes(plan.chunks), stream) == cudaSuccess) {
+      if (cudaMemsetAsync(p, 0, Ws::kCounterBytes, stream) == cudaSuccess) {
+        ws = static_cast<char*>(p);
+        to_free = p;
+      } else {
+        cudaFreeAsync(p, stream);
+      }
+    }
+    cudaGetLastError();
+  }
+  if (ws == nullptr) return nullptr;
+  args.plan = plan;
+  args.sk_counters = reinterpret_cast<int*>(ws);
+  args.sk_partials = reinterpret_cast<float*>(ws + Ws::kCounterBytes);
+  return to_free;
+}
+
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -126,6 +180,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.h_ratio = p.h_ratio;
   args.b = p.b;
   args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  args.div_m_blocks = FastDiv(args.num_m_blocks);
+  args.div_hq = FastDiv(p.hq);
+  args.div_h_ratio = FastDiv(p.h_ratio);
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
@@ -157,11 +214,20 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
                           : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
   const int mode = p.causal ? causal_mode : FLASHATTN_SM90_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
+  // No split: every tile whole. Stream-K configs take every tile's key range from the plan.
+  const int n_blocks = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  args.plan = StreamKPlan::make(tiles, 0, n_blocks);
+  args.sk_counters = nullptr;
+  args.sk_partials = nullptr;
+  if (Cfg::kStreamK && p.causal) return {StatusCode::kInternal, "backend sm90: a stream-K (non-causal) kernel got a causal call"};
+  void* graph_workspace = nullptr;
   if (Cfg::kPersistent && mode >= 1) {
-    grid = (int)std::min<long long>(tiles, num_sms());
+    if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, stream);
+    grid = (int)std::min<long long>(args.plan.num_items(), num_sms());
     if (mode == 2) args.tile_counter = next_tile_counter(stream);  // null (static) if unavailable
   }
   kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, tmO, args);
+  if (graph_workspace != nullptr) cudaFreeAsync(graph_workspace, stream);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return {StatusCode::kCudaError, std::string("backend sm90: launch: ") + cudaGetErrorString(err)};
@@ -197,27 +263,28 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 
 // A table configuration: the tile shape and per-config flags given, the ablation switches
 // (FLASHATTN_SM90_*) and the head dim's table entries filling in the rest.
-template <int D, bool Bf16, int BlockN, int Stages, int ConsumerWarpgroups, bool SplitMaskedLoop>
+template <int D, bool Bf16, int BlockN, int Stages, int ConsumerWarpgroups, bool SplitMaskedLoop, bool StreamK>
 using TableConfig = Sm90FwdConfig<D, BlockN, Stages, Bf16, FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
                                   FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
                                   FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
                                                                   : FLASHATTN_SM90_COND_RESCALE != 0,
                                   FLASHATTN_SM90_TMA_STORE != 0,
                                   FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0 ? SplitMaskedLoop
-                                                                       : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0>;
+                                                                       : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0,
+                                  StreamK && FLASHATTN_SM90_STREAM_K != 0>;
 
 // The configuration each (head dim, dtype, mask) dispatches to.
 template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
 using DefaultConfig =
     TableConfig<D, Bf16, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
                 Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, ConsumerWarpgroups,
-                Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop>;
+                Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop, !Causal>;
 
 // Non-causal at mid sequence lengths (table: kBlockNMidSeq for kMidSeqLo <= Sk < kMidSeqHi):
 // another key-tile width, with split masked/unmasked loops.
 template <int D, bool Bf16>
 using MidSeqConfig = TableConfig<D, Bf16, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages,
-                                 Sm90TileTable<D>::kConsumerWarpgroups, true>;
+                                 Sm90TileTable<D>::kConsumerWarpgroups, true, true>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>

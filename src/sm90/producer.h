@@ -18,7 +18,7 @@ struct RingState {
 template <class Cfg>
 __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, const void* tmV,
                                               PipelineBarriers<Cfg::kStages>& bars, uint32_t smem, RingState& ring,
-                                              int m_block, int n_blocks, int h, int hk, int b) {
+                                              int m_block, int n_lo, int n_hi, int h, int hk, int b) {
   using namespace arch;
   const uint32_t q_bar = smem_u32(&bars.q_full);
   // The previous tile's consumers must have retired their last QK^T before Q is overwritten.
@@ -29,11 +29,11 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
     tma_load_4d(smem + Cfg::kSmemQ + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
                 m_block * Cfg::kBlockM, h, b);
 
-  // Key tiles are visited from the last to the first so that masked tiles come first.
+  // Key tiles [n_lo, n_hi) are visited from the last to the first so that masked tiles come first.
   int stage = ring.stage;
   uint32_t phase = ring.phase;
 #pragma unroll 1
-  for (int n = n_blocks - 1; n >= 0; --n) {
+  for (int n = n_hi - 1; n >= n_lo; --n) {
     const int row = n * Cfg::kBlockN;
     // A fresh barrier counts as "previous phase complete" for parity 1: the first lap passes.
     const uint32_t k_full = smem_u32(&bars.k_full[stage]);

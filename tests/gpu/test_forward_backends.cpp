@@ -40,6 +40,13 @@ std::vector<Case> grid() {
         cs.push_back({16, 256, 256, 4, 1, d, causal, dt});   // batch 16, MQA
         cs.push_back({1, 1000, 1000, 16, 2, d, causal, dt});  // GQA 8
       }
+  // Stream-K tail (sm90, non-causal): few tiles with long keys split into many pieces per tile
+  // (split-KV); the standard grid's 2k point splits the last wave's 68 tiles over 132 chunks.
+  for (int d : {64, 128, 256}) {
+    cs.push_back({1, 200, 6000, 2, 1, d, false, DType::kBFloat16});
+    cs.push_back({2, 300, 3001, 3, 3, d, false, DType::kFloat16});
+  }
+  cs.push_back({8, 2048, 2048, 16, 16, 128, false, DType::kBFloat16});
   for (int d : {96, 192}) {
     cs.push_back({1, 1023, 1023, 4, 4, d, true, DType::kBFloat16});
     cs.push_back({2, 300, 517, 6, 2, d, false, DType::kFloat16});

@@ -1,0 +1,91 @@
+// Device side of the stream-K tail (stream_k.h): a split tile's pieces leave their partial
+// results in the workspace, and the last warp to finish a tile's rows merges them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "arch/fast_math.h"
+#include "sm90/consumer.h"
+#include "sm90/kernel_args.h"
+#include "sm90/stream_k.h"
+
+namespace flashattn::sm90 {
+
+// Workspace of one launch: counters (one int per split tile and consumer warp), then the slots.
+// A slot holds, per consumer warp and lane, the lane's O fragment and (max0, max1, sum0, sum1)
+// as float4s, lane-interleaved so every access of a warp is one coalesced 512 B run.
+template <class Cfg>
+struct StreamKWorkspace {
+  static constexpr int kWarps = 4 * Cfg::kNumConsumerWarpgroups;
+  static constexpr int kVecs = Cfg::kORegs / 4 + 1;  // float4s per lane
+  static constexpr uint64_t kCounterBytes = 256 * kWarps * sizeof(int);  // split tiles <= SMs <= 256
+  static constexpr uint64_t kSlotBytes = uint64_t(kWarps) * kVecs * 32 * 16;
+  static constexpr uint64_t bytes(int chunks) { return kCounterBytes + 2ull * chunks * kSlotBytes; }
+};
+
+// Writes this warp's partial result for piece `w`; if its rows are now complete (every piece of
+// the tile has written), merges all pieces in chunk order into rO / sm (so the ordinary epilogue
+// normalises and stores them) and returns true. Other warps return false and write nothing else.
+template <class Cfg>
+__device__ __forceinline__ bool stream_k_merge(const Sm90FwdArgs& args, const StreamKPlan::Piece& w,
+                                               float (&rO)[Cfg::kORegs],
+                                               typename Consumer<Cfg>::Softmax& sm) {
+  using Ws = StreamKWorkspace<Cfg>;
+  constexpr int kO4 = Cfg::kORegs / 4;
+  const int warp = static_cast<int>(threadIdx.x / 32) - 4;  // consumer warps follow the producer group
+  const int lane = threadIdx.x & 31;
+  auto slot_base = [&](int slot) {
+    return reinterpret_cast<float4*>(args.sk_partials) + (static_cast<int64_t>(slot) * Ws::kWarps + warp) * Ws::kVecs * 32 +
+           lane;
+  };
+  float4* mine = slot_base(w.slot);
+#pragma unroll
+  for (int v = 0; v < kO4; ++v) mine[v * 32] = make_float4(rO[4 * v], rO[4 * v + 1], rO[4 * v + 2], rO[4 * v + 3]);
+  mine[kO4 * 32] = make_float4(sm.row_max[0], sm.row_max[1], sm.row_sum[0], sm.row_sum[1]);
+  // Release: every lane's stores are ordered before lane 0's arrival.
+  __threadfence();
+  __syncwarp();
+  int* counter = args.sk_counters + w.sk_tile * Ws::kWarps + warp;
+  int arrived = 0;
+  if (lane == 0) arrived = atomicAdd(counter, 1);
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != w.last_chunk - w.first_chunk) return false;
+  if (lane == 0) atomicExch(counter, 0);  // ready for the next launch
+  __threadfence();  // acquire: the other pieces' stores (read through L2 below, never L1)
+
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < Cfg::kORegs; ++i) rO[i] = 0.f;
+  sm.row_sum[0] = sm.row_sum[1] = 0.f;
+#pragma unroll 1
+  for (int i = w.first_chunk; i <= w.last_chunk; ++i) {
+    const float4* src = slot_base(args.plan.slot_of(i, w.sk_tile));
+    const float4 ml = __ldcg(src + kO4 * 32);
+    const float pm[2] = {ml.x, ml.y}, ps[2] = {ml.z, ml.w};
+    float a[2], b[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m = fmaxf(mx[r], pm[r]);
+      const float off = m == -INFINITY ? 0.f : m;  // rows with no key yet: exp2(-inf) = 0, no NaN
+      a[r] = arch::ex2_approx_ftz(mx[r] - off);
+      b[r] = arch::ex2_approx_ftz(pm[r] - off);
+      mx[r] = m;
+      sm.row_sum[r] = sm.row_sum[r] * a[r] + ps[r] * b[r];
+    }
+#pragma unroll
+    for (int v = 0; v < kO4; ++v) {
+      const float4 x = __ldcg(src + v * 32);
+      // Element 4v+e belongs to row (e >> 1) & 1 (the accumulator layout of softmax.h).
+      rO[4 * v] = rO[4 * v] * a[0] + x.x * b[0];
+      rO[4 * v + 1] = rO[4 * v + 1] * a[0] + x.y * b[0];
+      rO[4 * v + 2] = rO[4 * v + 2] * a[1] + x.z * b[1];
+      rO[4 * v + 3] = rO[4 * v + 3] * a[1] + x.w * b[1];
+    }
+  }
+  sm.row_max[0] = mx[0];
+  sm.row_max[1] = mx[1];
+  return true;
+}
+
+}  // namespace flashattn::sm90

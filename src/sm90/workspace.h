@@ -1,0 +1,63 @@
+// Host side: the stream-K tail's workspace (sm90/stream_k_merge.h), one buffer per (device,
+// stream). Launches on one stream run in order, so they can share a buffer; the kernel leaves
+// its counters at zero. A buffer is never freed while the process runs: a CUDA graph captured
+// with it keeps the pointer, so growing allocates a new one and keeps the old.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+namespace flashattn::sm90 {
+
+// A workspace of at least `bytes`, zeroed when allocated, for launches on `stream`; null when none can be had (too many streams, out of memory, or a graph capture that would
+// need a new allocation): the caller then runs without the split.
+inline void* stream_workspace(cudaStream_t stream, size_t bytes) {
+  struct Entry {
+    int dev;
+    cudaStream_t stream;
+    void* ptr;
+    size_t bytes;
+  };
+  constexpr size_t kMaxEntries = 16;
+  static std::mutex mu;
+  static std::vector<Entry> entries;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  Entry* e = nullptr;
+  for (Entry& x : entries)
+    if (x.dev == dev && x.stream == stream) e = &x;
+  if (e != nullptr && e->bytes >= bytes) return e->ptr;
+  if (e == nullptr && entries.size() >= kMaxEntries) return nullptr;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  // Zero all of it (the counters must be; the slots need not, but a defined start helps sanitizers).
+  if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(p);
+    return nullptr;
+  }
+  if (e != nullptr) {
+    e->ptr = p;  // the old buffer stays allocated (a captured graph may still use it)
+    e->bytes = bytes;
+  } else {
+    entries.push_back({dev, stream, p, bytes});
+  }
+  return p;
+}
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,139 @@
+// The stream-K tail's work plan (src/sm90/stream_k.h) on the CPU: the pieces of the work items
+// cover every key block of every split tile exactly once, each chunk has at most two pieces,
+// workspace slots are unique, and the per-tile chunk range the merging warp walks (slot_of)
+// finds exactly the pieces that wrote. Also when the plan splits and when it must not.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "sm90/stream_k.h"
+
+namespace {
+
+using flashattn::sm90::StreamKPlan;
+
+void check_partition(long long tiles, int ctas, int nb) {
+  const StreamKPlan p = StreamKPlan::make(tiles, ctas, nb);
+  SCOPED_TRACE(testing::Message() << tiles << " tiles, " << ctas << " ctas, " << nb << " blocks");
+  ASSERT_EQ(p.dp_tiles + p.sk_tiles, tiles);
+  if (p.chunks == 0) {
+    ASSERT_EQ(p.sk_tiles, 0);
+    return;
+  }
+  ASSERT_EQ(p.dp_tiles % ctas, 0) << "whole tiles fill whole waves";
+  ASSERT_LT(p.sk_tiles, ctas);
+  ASSERT_LE(p.chunks, ctas);
+  ASSERT_GT(p.chunks, p.sk_tiles) << "a split that splits nothing";
+  // Who covers each (split tile, key block), and which slot each split tile's pieces used.
+  std::vector<int> cover(static_cast<size_t>(p.sk_tiles) * nb, 0);
+  std::map<int, std::set<int>> slots_of_tile;
+  std::set<int> slots;
+  long long largest = 0;
+  for (int item = 0; item < p.num_items(); ++item) {
+    StreamKPlan::Piece w;
+    ASSERT_TRUE(p.piece(item, 0, w));
+    StreamKPlan::Piece w1;
+    const bool two = p.piece(item, 1, w1);
+    if (item < p.dp_tiles) {
+      ASSERT_FALSE(two);
+      ASSERT_EQ(w.tile, item);
+      ASSERT_EQ(w.slot, -1);
+      continue;
+    }
+    long long units = 0;
+    for (int pi = 0; pi < (two ? 2 : 1); ++pi) {
+      if (pi == 1) {
+        ASSERT_TRUE(p.piece(item, 1, w));
+      }
+      ASSERT_GE(w.tile, p.dp_tiles);
+      ASSERT_LT(w.tile, tiles);
+      ASSERT_GE(w.n_lo, 0);
+      ASSERT_LT(w.n_lo, w.n_hi);
+      ASSERT_LE(w.n_hi, nb);
+      units += w.n_hi - w.n_lo;
+      const int j = w.tile - p.dp_tiles;
+      for (int n = w.n_lo; n < w.n_hi; ++n) ++cover[static_cast<size_t>(j) * nb + n];
+      if (w.slot < 0) {  // a chunk that is exactly one tile
+        ASSERT_EQ(w.n_lo, 0);
+        ASSERT_EQ(w.n_hi, nb);
+        ASSERT_EQ(w.first_chunk, w.last_chunk);
+        continue;
+      }
+      ASSERT_EQ(w.sk_tile, j);
+      ASSERT_TRUE(slots.insert(w.slot).second) << "slot " << w.slot << " used twice";
+      ASSERT_LT(w.slot, 2 * p.chunks);
+      const int i = item - p.dp_tiles;
+      ASSERT_LE(w.first_chunk, i);
+      ASSERT_GE(w.last_chunk, i);
+      ASSERT_EQ(p.slot_of(i, j), w.slot);
+      slots_of_tile[j].insert(w.slot);
+    }
+    largest = std::max(largest, units);
+  }
+  for (size_t u = 0; u < cover.size(); ++u) ASSERT_EQ(cover[u], 1) << "unit " << u;
+  // The merging warp walks first..last chunk: exactly the slots that were written.
+  for (const auto& [j, written] : slots_of_tile) {
+    // The tile's first unit lies in chunk i0: its piece 0, or piece 1 if the chunk began earlier.
+    StreamKPlan::Piece any;
+    const int i0 = p.chunk_of(j * nb);
+    ASSERT_TRUE(p.piece(p.dp_tiles + i0, 0, any));
+    if (any.tile != p.dp_tiles + j) {
+      ASSERT_TRUE(p.piece(p.dp_tiles + i0, 1, any));
+    }
+    ASSERT_EQ(any.tile, p.dp_tiles + j);
+    std::set<int> walked;
+    for (int i = any.first_chunk; i <= any.last_chunk; ++i) walked.insert(p.slot_of(i, j));
+    ASSERT_EQ(walked, written) << "tile " << j;
+  }
+  ASSERT_LT(largest + StreamKPlan::kOverheadUnits, nb) << "the split tail must be shorter";
+}
+
+TEST(Sm90StreamK, PiecesPartitionTheSplitTiles) {
+  for (int ctas : {1, 7, 132})
+    for (long long tiles : {1LL, 3LL, 4LL, 64LL, 131LL, 133LL, 200LL, 2048LL, 2816LL, 1024LL})
+      for (int nb : {1, 2, 3, 5, 6, 13, 26, 94, 103, 1000}) check_partition(tiles, ctas, nb);
+}
+
+TEST(Sm90StreamK, FastDivMatchesDivision) {
+  std::vector<int> divisors = {1, 2, 3, 5, 7, 13, 16, 26, 94, 103, 132, 1000, 65535, 65536, 1 << 20, 2147483647};
+  for (int d = 1; d < 300; ++d) divisors.push_back(d);
+  std::vector<int> xs = {0, 1, 2, 1000, 65535, 65536, 2147483646, 2147483647};
+  unsigned r = 12345u;
+  for (int k = 0; k < 2000; ++k) xs.push_back(static_cast<int>((r = r * 1664525u + 1013904223u) >> 1));
+  for (int d : divisors) {
+    const flashattn::FastDiv f(d);
+    for (int x : xs) ASSERT_EQ(f(x), x / d) << x << " / " << d;
+    for (int q : {1, 2, 1000}) {  // around multiples of d, where rounding errors show
+      const long long m = static_cast<long long>(q) * d;
+      for (long long x = m - 1; x <= m + 1; ++x)
+        if (x >= 0 && x <= 2147483647LL) {
+          ASSERT_EQ(f(static_cast<int>(x)), static_cast<int>(x / d)) << x << " / " << d;
+        }
+    }
+  }
+}
+
+TEST(Sm90StreamK, SplitsTheStandardGridTail) {
+  // D=128, 16k tokens, H=16: 2048 tiles of 128 rows; 2k keys at BlockN 160 are 13 blocks.
+  const StreamKPlan p = StreamKPlan::make(2048, 132, 13);
+  EXPECT_EQ(p.dp_tiles, 15 * 132);
+  EXPECT_EQ(p.sk_tiles, 68);
+  EXPECT_EQ(p.chunks, 132);
+  // One tile with long keys (split-KV): many chunks share it.
+  const StreamKPlan q = StreamKPlan::make(1, 132, 94);
+  EXPECT_EQ(q.dp_tiles, 0);
+  EXPECT_EQ(q.chunks, 94 / (2 * StreamKPlan::kOverheadUnits));
+}
+
+TEST(Sm90StreamK, DoesNotSplitWhenItCannotHelp) {
+  EXPECT_EQ(StreamKPlan::make(2 * 132, 132, 13).chunks, 0);  // whole waves
+  EXPECT_EQ(StreamKPlan::make(100, 132, 1).chunks, 0);       // one key block per tile
+  EXPECT_EQ(StreamKPlan::make(130, 132, 13).chunks, 0);      // tail nearly full: 13 > 130*13/132 + 2
+  EXPECT_EQ(StreamKPlan::make(128, 132, 2).chunks, 0);       // chunks would be whole tiles
+  EXPECT_EQ(StreamKPlan::make(0, 132, 13).chunks, 0);
+}
+
+}  // namespace
