@@ -50,6 +50,7 @@ struct Consumer {
 
   float rS[kS];     // (64, kBlockN) scores, then probabilities
   float rO[kO];     // (64, kHeadDim) running output
+  Softmax sm;       // row max / sum of the piece in hand
   uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
 
   __device__ __forceinline__ uint64_t desc_q() const {

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       mbarrier_init(smem_u32(&bars.sched_full[s]), 1);
-      mbarrier_init(smem_u32(&bars.sched_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+      mbarrier_init(smem_u32(&bars.sched_empty[s]), 4 * Cfg::kNumConsumerWarpgroups + 1);  // + the loader
     }
     fence_mbarrier_init();
   }
@@ -65,43 +65,19 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
+    // Producer group: thread 0 loads (TMA), thread 32 schedules (scheduler.h); the rest leave.
     setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 32) schedule_work<Cfg>(bars, sched, mask);
     if (threadIdx.x != 0) return;
     RingState ring;
-    if constexpr (Cfg::kStreamK) {
-      // Codes: whole tiles, then the split chunks' pieces (scheduler.h).
 #pragma unroll 1
-      for (uint32_t k = 0, code = sched.first_code();; ++k) {
-        sched_publish(bars, k, code);
-        if (code >= sched.code_end()) break;
-        int tile, n_lo, n_hi;
-        sched.range_of_code(code, tile, n_lo, n_hi);
-        int m_block, h, b;
-        sched.decode(tile, m_block, h, b);
-        if (n_hi > n_lo)
-          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, n_lo, n_hi, h, args.div_h_ratio(h), b);
-        // The code is re-read from the ring slot the producer alone writes, so it need not stay
-        // in a register across the loads (24 registers; it spilled). The next item's atomic is
-        // issued only now; the producer runs ahead of the consumers by the ring's depth.
-        code = sched.next_code(*static_cast<volatile int*>(&bars.tile_slot[k & 1]));
-      }
-    } else {
-      // Whole tiles (code == tile index), the mask decides each tile's key range.
-      int t = sched.first();
-#pragma unroll 1
-      for (uint32_t k = 0;; ++k) {
-        sched_publish(bars, k, t);
-        if (t >= sched.num_items()) break;
-        const int t_next = sched.next(t);  // issued early: the atomic's latency hides under the loads
-        int m_block, h, b;
-        sched.decode(t, m_block, h, b);
-        const int n_blocks = mask.num_n_blocks(m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
-        if (n_blocks > 0)
-          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, m_block, 0, n_blocks, h, args.div_h_ratio(h), b);
-        t = t_next;
-      }
+    for (uint32_t k = 0;; ++k) {
+      const WorkSlot w = work_take(bars, k);  // the loader frees the slot at once
+      if (w.code >= sched.code_end()) break;
+      if (w.n_hi > w.n_lo)
+        producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
+                           args.div_h_ratio(w.h), w.b);
     }
-    sched.finish();
     return;
   }
   setmaxnreg_inc<Cfg::kConsumerRegs>();
@@ -111,30 +87,32 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   c.pingpong_start();
 #pragma unroll 1
   for (uint32_t k = 0;; ++k) {
-    const int code = sched_read(bars, k);
-    if (code >= sched.code_end()) break;
-    // The piece's tile and key blocks: the plan's (stream-K configs: non-causal, every tile has
-    // the same blocks) or the whole tile's under the mask.
-    int tile = code, n_lo = 0, n_hi = 0;
-    if constexpr (Cfg::kStreamK) sched.range_of_code(code, tile, n_lo, n_hi);
-    int m_block, h, b;
-    sched.decode(tile, m_block, h, b);
-    const int m0 = m_block * Cfg::kBlockM;
-    if constexpr (!Cfg::kStreamK) n_hi = mask.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN);
-    typename Consumer<Cfg>::Softmax sm;
-    c.mainloop(mask, sm, n_lo, n_hi, m0, m0 + row_in_tile, args.scale_log2);
-    // A split tile's piece: only the warp that completes the tile goes on, with the merged O.
-    bool whole = true;
-    if (Cfg::kStreamK && code >= args.plan.dp_tiles) {
-      StreamKPlan::Piece w;
-      sched.piece_of_code(code, w);
-      whole = w.slot < 0;
-      if (!whole && !stream_k_merge<Cfg>(args, w, c.rO, sm)) continue;
+    {
+      const WorkSlot w = work_read(bars, k, true);
+      if (w.code >= sched.code_end()) break;
+      const int m0 = w.m_block * Cfg::kBlockM;
+      c.sm = typename Consumer<Cfg>::Softmax{};
+      c.mainloop(mask, c.sm, w.n_lo, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
     }
-    if (Cfg::kTmaStoreEpilogue && args.o_tma && whole)
-      epilogue_store_tma<Cfg>(&tmO, smem, args, c.rO, sm, b, h, m0, c.wg);
-    else
-      epilogue_store<Cfg>(args, c.rO, sm, b, h, m0 + row_in_tile);
+    // The slot is read again (held until work_release), so no tile coordinate stays in a
+    // register across the mainloop.
+    const WorkSlot w = work_read(bars, k, false);
+    const int m0 = w.m_block * Cfg::kBlockM;
+    // A split tile's piece: only the warp that completes the tile goes on, with the merged O.
+    bool whole = true, store = true;
+    if (Cfg::kStreamK && w.code >= args.plan.dp_tiles) {
+      StreamKPlan::Piece p;
+      sched.piece_of_code(w.code, p);
+      whole = p.slot < 0;
+      if (!whole) store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
+    }
+    if (store) {
+      if (Cfg::kTmaStoreEpilogue && args.o_tma && whole)
+        epilogue_store_tma<Cfg>(&tmO, smem, args, c.rO, c.sm, w.b, w.h, m0, c.wg);
+      else
+        epilogue_store<Cfg>(args, c.rO, c.sm, w.b, w.h, m0 + row_in_tile);
+    }
+    work_release(bars, k);
   }
   // The last TMA store must have read its staging buffer before the CTA's smem goes away.
   if (Cfg::kTmaStoreEpilogue && args.o_tma && t_in_wg == 0) cp_async_bulk_wait_group_read0();

@@ -34,14 +34,20 @@ enum NamedBarrier : int {
   kBarEpilogueWg0 = 4,  // TMA-store epilogue: consumer warpgroup g's 128 threads use id 4 + g
 };
 
+// One published piece of work: the scheduler thread writes it, the loader and the consumers read
+// it (scheduler.h). code: the piece's index in the plan (>= StreamKPlan's code_end(): no more).
+struct WorkSlot {
+  int code, m_block, h, b, n_lo, n_hi;
+};
+
 // The CTA's mbarriers (static smem, 8-byte aligned).
 template <int kStages>
 struct PipelineBarriers {
   uint64_t q_full, q_empty;  // Q is reloaded per tile (persistent): empty = last QK^T retired
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
-  uint64_t sched_full[2], sched_empty[2];  // tile-index ring, producer -> consumers
-  int tile_slot[2];
+  uint64_t sched_full[2], sched_empty[2];  // work ring: scheduler thread -> loader and consumers
+  WorkSlot work[2];
 };
 
 }  // namespace flashattn::sm90

@@ -6,13 +6,15 @@
 //  - dynamic persistent (grid = #SMs, next tile from a global atomic counter): overlap and
 //    balance, for causal. The counter self-resets: the last CTA to finish zeroes it.
 // The scheduler hands out work items: whole tiles, then (stream_k.h) the chunks of the split
-// tail. The producer thread picks items and hands each piece (a tile's key-block range) to the
-// consumers through a 2-slot smem ring (sched_full / sched_empty mbarriers) as a code:
-// tile t < dp_tiles as t, piece p of chunk i as dp_tiles + 2i + p, the end as code_end().
+// tail. A scheduler thread picks items and hands each piece (a tile's key-block range) to the
+// loader and the consumers through a 2-slot smem ring (sched_full / sched_empty mbarriers),
+// identified by a code: tile t < dp_tiles as t, piece p of chunk i as dp_tiles + 2i + p, the end
+// as code_end().
 #pragma once
 
 #include "arch/mbarrier.h"
 #include "sm90/kernel_args.h"
+#include "sm90/mask.h"
 #include "sm90/stream_k.h"
 
 namespace flashattn::sm90 {
@@ -81,24 +83,69 @@ struct TileScheduler {
   }
 };
 
-// Producer side of the tile-index ring: publish tile `t` as the k-th index of this CTA.
-template <class Bars>
-__device__ __forceinline__ void sched_publish(Bars& bars, uint32_t k, int t) {
-  const int slot = k & 1;
-  arch::mbarrier_wait(arch::smem_u32(&bars.sched_empty[slot]), ((k >> 1) & 1) ^ 1);
-  bars.tile_slot[slot] = t;
-  arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[slot]));  // release: the store above
+// The scheduler thread (lane 0 of the producer group's second warp): walks this CTA's items
+// (static stride or the atomic counter), splits each into its pieces and publishes every piece
+// with its tile coordinates and key-block range, then an end marker. The slot of the k-th piece
+// is freed by the loader and by every consumer warp (after its epilogue), so at most two pieces
+// are published ahead of the consumers; the next item is claimed when its first piece can be
+// published, as the loader used to claim it when it started the previous item's loads.
+// Doing this arithmetic in its own thread keeps it out of the loader's 24 registers (V14: the
+// loader computing stream-K ranges spilled).
+template <class Cfg, class Bars>
+__device__ __forceinline__ void schedule_work(Bars& bars, const TileScheduler& sched, const AttnMask& mask) {
+#pragma unroll 1
+  for (uint32_t k = 0, code = sched.first_code();; ++k) {
+    arch::mbarrier_wait(arch::smem_u32(&bars.sched_empty[k & 1]), ((k >> 1) & 1) ^ 1);
+    WorkSlot w{static_cast<int>(code), 0, 0, 0, 0, 0};
+    if (w.code < sched.code_end()) {
+      int tile = w.code;
+      if constexpr (Cfg::kStreamK) sched.range_of_code(w.code, tile, w.n_lo, w.n_hi);
+      sched.decode(tile, w.m_block, w.h, w.b);
+      if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+    }
+    volatile int* dst = reinterpret_cast<volatile int*>(&bars.work[k & 1]);
+    dst[0] = w.code, dst[1] = w.m_block, dst[2] = w.h, dst[3] = w.b, dst[4] = w.n_lo, dst[5] = w.n_hi;
+    arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[k & 1]));  // release: the slot above
+    if (w.code >= sched.code_end()) break;
+    code = Cfg::kStreamK ? sched.next_code(w.code) : sched.next(w.code);
+  }
+  sched.finish();
 }
 
-// Consumer side: the k-th tile index of this CTA (one arrival per warp frees the slot).
+// Loader and consumer side: the k-th piece of this CTA. Lane 0 of a warp waits and reads, the
+// warp gets the slot by shuffle. The slot stays taken until work_release (one arrival per warp),
+// so a consumer reads it again after the mainloop instead of keeping it in registers. Lane 0
+// alone touches the slot: with every lane reading, then __syncwarp and lane 0's arrival (also
+// ordered), racecheck reported the slot's reuse as a race.
 template <class Bars>
-__device__ __forceinline__ int sched_read(Bars& bars, uint32_t k) {
-  const int slot = k & 1;
-  arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[slot]), (k >> 1) & 1);
-  const int t = *static_cast<volatile int*>(&bars.tile_slot[slot]);
+__device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k, bool wait) {
+  WorkSlot w{};
+  if ((threadIdx.x & 31) == 0) {
+    if (wait) arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
+    const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
+    w = WorkSlot{src[0], src[1], src[2], src[3], src[4], src[5]};
+  }
+  w.code = __shfl_sync(0xffffffffu, w.code, 0);
+  w.m_block = __shfl_sync(0xffffffffu, w.m_block, 0);
+  w.h = __shfl_sync(0xffffffffu, w.h, 0);
+  w.b = __shfl_sync(0xffffffffu, w.b, 0);
+  w.n_lo = __shfl_sync(0xffffffffu, w.n_lo, 0);
+  w.n_hi = __shfl_sync(0xffffffffu, w.n_hi, 0);
+  return w;
+}
+// The loader thread (alone in its warp): waits, copies the slot and frees it.
+template <class Bars>
+__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
+  arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
+  const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
+  const WorkSlot w{src[0], src[1], src[2], src[3], src[4], src[5]};
+  arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
+  return w;
+}
+template <class Bars>
+__device__ __forceinline__ void work_release(Bars& bars, uint32_t k) {
   __syncwarp();
-  if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[slot]));
-  return t;
+  if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
 }
 
 }  // namespace flashattn::sm90
