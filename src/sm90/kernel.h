@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     for (int s = 0; s < 2; ++s) {
       mbarrier_init(smem_u32(&bars.sched_full[s]), 1);
       mbarrier_init(smem_u32(&bars.sched_empty[s]), 4 * Cfg::kNumConsumerWarpgroups + 1);  // + the loader
+      mbarrier_init(smem_u32(&bars.sched_taken[s]), 1);
     }
     fence_mbarrier_init();
   }

@@ -47,6 +47,7 @@ struct PipelineBarriers {
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
   uint64_t sched_full[2], sched_empty[2];  // work ring: scheduler thread -> loader and consumers
+  uint64_t sched_taken[2];                 // the loader has taken the slot (paces the claims)
   WorkSlot work[2];
 };
 
