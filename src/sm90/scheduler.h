@@ -46,16 +46,16 @@ struct TileScheduler {
     return plan.piece(item, p, w);
   }
   __device__ __forceinline__ int first_code() const { return code(first(), 0); }
-  // The code after `code`: its item's second piece if it has one (never claims), else with
-  // claim the first piece of the next item (one atomic per item in dynamic mode), else -1.
-  __device__ __forceinline__ int next_code(int code, bool claim) const {
+  // The code after `code`: its item's second piece if it has one, else the first piece of the
+  // next item (claimed: one atomic per item in dynamic mode).
+  __device__ __forceinline__ int next_code(int code) const {
     int p;
     const int item = item_of_code(code, p);
     if (item >= plan.dp_tiles && p == 0) {
       int tile, n_lo, n_hi;
       if (plan.range(item, 1, tile, n_lo, n_hi)) return code + 1;
     }
-    return claim ? this->code(next(item), 0) : -1;
+    return this->code(next(item), 0);
   }
   __device__ __forceinline__ int first() const { return blockIdx.x; }
   __device__ __forceinline__ int next(int t) const {
@@ -107,15 +107,9 @@ __device__ __forceinline__ void schedule_work(Bars& bars, const TileScheduler& s
     dst[0] = w.code, dst[1] = w.m_block, dst[2] = w.h, dst[3] = w.b, dst[4] = w.n_lo, dst[5] = w.n_hi;
     arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[k & 1]));  // release: the slot above
     if (w.code >= sched.code_end()) break;
-    if constexpr (Cfg::kStreamK) {
-      const int next = sched.next_code(w.code, /*claim=*/false);
-      if (next >= 0) {  // the item's second piece: no claim
-        code = next;
-        continue;
-      }
-    }
+    // Every piece's "taken" phase is waited for (synccheck reports a phase nobody waited on).
     arch::mbarrier_wait(arch::smem_u32(&bars.sched_taken[k & 1]), (k >> 1) & 1);
-    code = Cfg::kStreamK ? sched.next_code(w.code, /*claim=*/true) : sched.next(w.code);
+    code = Cfg::kStreamK ? sched.next_code(w.code) : sched.next(w.code);
   }
   sched.finish();
 }
@@ -145,12 +139,12 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
 
 // The loader thread (alone in its warp): waits, copies the slot and frees it.
 template <class Bars>
-__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
+__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k, int end) {
   arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
   const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
   const WorkSlot w{src[0], src[1], src[2], src[3], src[4], src[5]};
   arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
-  arch::mbarrier_arrive(arch::smem_u32(&bars.sched_taken[k & 1]));
+  if (w.code < end) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_taken[k & 1]));  // nobody waits for the end's
   return w;
 }
 }  // namespace flashattn::sm90
