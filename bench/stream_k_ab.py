@@ -5,6 +5,7 @@ non-causal points, each checked against the fp32 reference first, all timed the 
 drift hits them alike; the table shows medians over rounds.
 
     python bench/stream_k_ab.py [--dims 128] [--seqlens 2048,4096] [--rounds 2] [--timer graph]
+    python bench/stream_k_ab.py --shapes 1:128:32768:16:128,...   (B:Sq:Sk:H:D, e.g. split-KV)
 """
 from __future__ import annotations
 
@@ -43,37 +44,42 @@ def main(argv=None):
     ap.add_argument("--timer", default="graph", choices=["eager", "graph"])
     ap.add_argument("--warmup", type=int, default=25)
     ap.add_argument("--rep", type=int, default=100)
+    ap.add_argument("--shapes", default="", help="B:Sq:Sk:H:D,... instead of the grid")
     args = ap.parse_args(argv)
+    if args.shapes:
+        points = [tuple(int(x) for x in sh.split(":")) for sh in args.shapes.split(",")]
+    else:
+        points = [(max(1, args.tokens // s), s, s, args.hidden // d, d) for d in args.dims for s in args.seqlens]
     dt = torch.bfloat16
     print(f"{'D':>4} {'S':>6} {'split':>7} {'no split':>8} {'cuDNN':>7} {'split/no':>8} "
           f"{'split/cuDNN':>11} {'no/cuDNN':>8}  check")
     bad = 0
-    for d in args.dims:
-        for s in args.seqlens:
-            b, h = max(1, args.tokens // s), args.hidden // d
-            g = torch.Generator(device="cuda").manual_seed(1)
-            q, k, v = ((torch.randn(b, s, h, d, device="cuda", generator=g) + 0.3).to(dt) for _ in range(3))
-            flops = 4 * b * h * s * s * d
-            ok = []
-            for split in (True, False):
-                out, lse = ours(q, k, v, split)()
-                torch.cuda.synchronize()
-                ok.append(compare.check(out, lse, q, k, v, False)["pass"])
-            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-            fns = {"split": ours(q, k, v, True), "nosplit": ours(q, k, v, False),
-                   "cudnn": compare.sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, False)}
-            ms = {name: [] for name in fns}
-            for _ in range(args.rounds):
-                for name, fn in fns.items():
-                    ms[name].append(compare.bench_ms(fn, args.warmup, args.rep, args.timer))
-            tf = {name: flops / (statistics.median(v) * 1e-3) / 1e12 for name, v in ms.items()}
-            check = "ok" if all(ok) else f"FAIL {ok}"
-            bad += not all(ok)
-            print(f"{d:>4} {s:>6} {tf['split']:7.1f} {tf['nosplit']:8.1f} {tf['cudnn']:7.1f} "
-                  f"{tf['split'] / tf['nosplit']:8.3f} {tf['split'] / tf['cudnn']:11.3f} "
-                  f"{tf['nosplit'] / tf['cudnn']:8.3f}  {check}", flush=True)
-            del q, k, v
-            torch.cuda.empty_cache()
+    for b, sq, sk, h, d in points:
+        g = torch.Generator(device="cuda").manual_seed(1)
+        q = (torch.randn(b, sq, h, d, device="cuda", generator=g) + 0.3).to(dt)
+        k, v = ((torch.randn(b, sk, h, d, device="cuda", generator=g) + 0.3).to(dt) for _ in range(2))
+        flops = 4 * b * h * sq * sk * d
+        ok = []
+        for split in (True, False):
+            out, lse = ours(q, k, v, split)()
+            torch.cuda.synchronize()
+            ok.append(compare.check(out, lse, q, k, v, False)["pass"])
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+        fns = {"split": ours(q, k, v, True), "nosplit": ours(q, k, v, False),
+               "cudnn": compare.sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, False)}
+        ms = {name: [] for name in fns}
+        for _ in range(args.rounds):
+            for name, fn in fns.items():
+                ms[name].append(compare.bench_ms(fn, args.warmup, args.rep, args.timer))
+        tf = {name: flops / (statistics.median(v) * 1e-3) / 1e12 for name, v in ms.items()}
+        check = "ok" if all(ok) else f"FAIL {ok}"
+        bad += not all(ok)
+        label = f"{d:>4} {sq:>6}" if sq == sk else f"{d:>4} {b}x{h}x{sq}x{sk}"
+        print(f"{label} {tf['split']:7.1f} {tf['nosplit']:8.1f} {tf['cudnn']:7.1f} "
+              f"{tf['split'] / tf['nosplit']:8.3f} {tf['split'] / tf['cudnn']:11.3f} "
+              f"{tf['nosplit'] / tf['cudnn']:8.3f}  {check}", flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
     return 1 if bad else 0
 
 

@@ -88,7 +88,7 @@ void check_partition(long long tiles, int ctas, int nb) {
     for (int i = any.first_chunk; i <= any.last_chunk; ++i) walked.insert(p.slot_of(i, j));
     ASSERT_EQ(walked, written) << "tile " << j;
   }
-  ASSERT_LT(largest + StreamKPlan::kOverheadUnits, nb) << "the split tail must be shorter";
+  ASSERT_LE((largest + StreamKPlan::kOverheadUnits) * 20, 17LL * nb) << "the split tail must be clearly shorter";
 }
 
 TEST(Sm90StreamK, PiecesPartitionTheSplitTiles) {
@@ -134,6 +134,8 @@ TEST(Sm90StreamK, DoesNotSplitWhenItCannotHelp) {
   EXPECT_EQ(StreamKPlan::make(130, 132, 13).chunks, 0);      // tail nearly full: 13 > 130*13/132 + 2
   EXPECT_EQ(StreamKPlan::make(128, 132, 2).chunks, 0);       // chunks would be whole tiles
   EXPECT_EQ(StreamKPlan::make(0, 132, 13).chunks, 0);
+  EXPECT_EQ(StreamKPlan::make(128, 132, 103).chunks, 0);  // 100 of 103 blocks per chunk: measured -5%
+  EXPECT_EQ(StreamKPlan::make(512, 132, 25).chunks, 0);   // 22 of 25: measured -1%
 }
 
 }  // namespace
