@@ -52,7 +52,8 @@ struct Sm90FwdConfig {
 
   // ---- threads ----
   static constexpr int kNumThreads = 128 * (kNumConsumerWarpgroups + 1);  // + producer warpgroup
-  // The producer only computes coordinates; consumers take the rest of the 64K register file.
+  // The producer group (a loader and a scheduler thread) does little arithmetic; consumers take
+  // the rest of the 64K register file.
   static constexpr int kProducerRegs = kNumConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kNumConsumerWarpgroups == 2 ? 240 : 160;
   static_assert(128 * kProducerRegs + 128 * kNumConsumerWarpgroups * kConsumerRegs <= 65536,

@@ -61,8 +61,8 @@ struct TileScheduler {
   __device__ __forceinline__ int next(int t) const {
     return counter != nullptr ? static_cast<int>(gridDim.x) + atomicAdd(counter, 1) : t + static_cast<int>(gridDim.x);
   }
-  // Called once per CTA by the producer after its last next(): the last CTA resets the counter
-  // for the next launch on this slot (no CTA fetches after it has counted itself finished).
+  // Called once per CTA by the scheduler thread after its last next(): the last CTA resets the
+  // counter for the next launch on this slot (no CTA fetches after it has counted itself finished).
   __device__ __forceinline__ void finish() const {
     if (counter != nullptr && atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
       atomicExch(counter, 0);
