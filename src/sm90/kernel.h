@@ -8,6 +8,7 @@
 
 #include "arch/mbarrier.h"
 #include "arch/regs.h"
+#include "arch/timer.h"
 #include "arch/tma.h"
 #include "sm90/config.h"
 #include "sm90/consumer.h"
@@ -34,8 +35,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const TileScheduler sched{args.num_m_blocks, args.hq, args.b, args.div_m_blocks, args.div_hq, args.tile_counter,
-                            args.plan};
+  const TileScheduler sched{args.order, args.tile_counter, args.plan};
   const AttnMask mask{args.sq, args.sk, args.causal};
   const int warpgroup = threadIdx.x / 128;
 
@@ -90,10 +90,16 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   for (uint32_t k = 0;; ++k) {
     const WorkSlot w = work_read(bars, k);
     if (w.code >= sched.code_end()) break;
+#if FLASHATTN_SM90_TRACE
+    const uint64_t t_start = globaltimer_ns();
+#endif
     const int m0 = w.m_block * Cfg::kBlockM;
     c.sm = typename Consumer<Cfg>::Softmax{};
     // Whole tiles start at key block 0: a literal keeps the mainloop's bounds as tight as V13's.
     c.mainloop(mask, c.sm, Cfg::kStreamK ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
+#if FLASHATTN_SM90_TRACE
+    const uint64_t t_main = globaltimer_ns();
+#endif
     // A split tile's piece: only the warp that completes the tile's rows goes on, with the merged O.
     bool whole = true, store = true;
     if (Cfg::kStreamK && w.code >= args.plan.dp_tiles) {
@@ -108,6 +114,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       else
         epilogue_store<Cfg>(args, c.rO, c.sm, w.b, w.h, m0 + row_in_tile);
     }
+#if FLASHATTN_SM90_TRACE
+    if (threadIdx.x == 128 && k < kTraceEvents) {
+      unsigned long long* e = args.trace + (static_cast<uint64_t>(blockIdx.x) * kTraceEvents + k) * 4;
+      e[0] = static_cast<unsigned long long>(w.code) | (static_cast<unsigned long long>(store) << 32);
+      e[1] = t_start;
+      e[2] = t_main;
+      e[3] = globaltimer_ns();
+    }
+#endif
   }
   // The last TMA store must have read its staging buffer before the CTA's smem goes away.
   if (Cfg::kTmaStoreEpilogue && args.o_tma && t_in_wg == 0) cp_async_bulk_wait_group_read0();

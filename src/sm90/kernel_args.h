@@ -5,6 +5,14 @@
 #include <cstdint>
 
 #include "sm90/stream_k.h"
+#include "sm90/tile_order.h"
+
+// Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
+// stamps every piece it runs (code, start, mainloop end, epilogue end) into args.trace, which
+// the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
+#ifndef FLASHATTN_SM90_TRACE
+#define FLASHATTN_SM90_TRACE 0
+#endif
 
 namespace flashattn::sm90 {
 
@@ -14,7 +22,8 @@ struct Sm90FwdArgs {
   int64_t o_sb, o_ss, o_sh;
   int sq, sk, hq, h_ratio, b;
   int num_m_blocks;
-  FastDiv div_m_blocks, div_hq, div_h_ratio;  // x / num_m_blocks, x / hq, x / h_ratio
+  FastDiv div_h_ratio;  // x / h_ratio
+  TileOrder order;
   float scale_log2;
   bool causal;
   int* tile_counter;  // dynamic persistent scheduling (2 ints, zero between launches), or null
@@ -24,7 +33,11 @@ struct Sm90FwdArgs {
   StreamKPlan plan;
   int* sk_counters;
   float* sk_partials;
+#if FLASHATTN_SM90_TRACE
+  unsigned long long* trace;  // [gridDim.x][kTraceEvents][4]
+#endif
 };
+constexpr int kTraceEvents = 64;
 
 // Barrier ids of the named CTA barriers (0 is __syncthreads).
 enum NamedBarrier : int {

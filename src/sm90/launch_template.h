@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <mutex>
 #include <string>
 
@@ -157,6 +159,35 @@ void* setup_stream_k(Sm90FwdArgs& args, long long tiles, int n_blocks, cudaStrea
   return to_free;
 }
 
+#if FLASHATTN_SM90_TRACE
+// Trace builds only: waits for the launch and appends "cta k code stored t_start t_main t_end"
+// lines (ns, relative to the earliest start) to $FLASHATTN_SM90_TRACE_FILE.
+inline void dump_trace(unsigned long long* d_trace, int grid, const StreamKPlan& plan, const detail::FwdParams& p) {
+  std::vector<unsigned long long> h(static_cast<size_t>(grid) * kTraceEvents * 4);
+  cudaDeviceSynchronize();
+  cudaMemcpy(h.data(), d_trace, h.size() * 8, cudaMemcpyDeviceToHost);
+  cudaFree(d_trace);
+  const char* path = std::getenv("FLASHATTN_SM90_TRACE_FILE");
+  if (path == nullptr) return;
+  unsigned long long t0 = ~0ull;
+  for (size_t i = 0; i < h.size(); i += 4)
+    if (h[i + 1] != 0 && h[i + 1] < t0) t0 = h[i + 1];
+  FILE* f = std::fopen(path, "a");
+  if (f == nullptr) return;
+  std::fprintf(f, "# launch b=%d sq=%d sk=%d hq=%d d=%d causal=%d grid=%d dp_tiles=%d sk_tiles=%d chunks=%d n_blocks=%d\n",
+               p.b, p.sq, p.sk, p.hq, p.d, p.causal ? 1 : 0, grid, plan.dp_tiles, plan.sk_tiles, plan.chunks,
+               plan.n_blocks);
+  for (int c = 0; c < grid; ++c)
+    for (int k = 0; k < kTraceEvents; ++k) {
+      const unsigned long long* e = &h[(static_cast<size_t>(c) * kTraceEvents + k) * 4];
+      if (e[1] == 0) continue;
+      std::fprintf(f, "%d %d %llu %llu %llu %llu %llu\n", c, k, e[0] & 0xffffffffull, e[0] >> 32, e[1] - t0,
+                   e[2] - t0, e[3] - t0);
+    }
+  std::fclose(f);
+}
+#endif
+
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -180,8 +211,6 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.h_ratio = p.h_ratio;
   args.b = p.b;
   args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  args.div_m_blocks = FastDiv(args.num_m_blocks);
-  args.div_hq = FastDiv(p.hq);
   args.div_h_ratio = FastDiv(p.h_ratio);
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
@@ -203,6 +232,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
   const long long tiles = (long long)args.num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
+  args.order = TileOrder::make(args.num_m_blocks, p.hq, p.b, p.sk, p.d, p.causal);
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA
@@ -226,8 +256,16 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     grid = (int)std::min<long long>(args.plan.num_items(), num_sms());
     if (mode == 2) args.tile_counter = next_tile_counter(stream);  // null (static) if unavailable
   }
+#if FLASHATTN_SM90_TRACE
+  const size_t trace_words = static_cast<size_t>(grid) * kTraceEvents * 4;
+  cudaMalloc(&args.trace, trace_words * 8);
+  cudaMemset(args.trace, 0, trace_words * 8);
+#endif
   kernel<<<grid, Cfg::kNumThreads, Cfg::kDynamicSmemBytes, stream>>>(tmQ, tmK, tmV, tmO, args);
   if (graph_workspace != nullptr) cudaFreeAsync(graph_workspace, stream);
+#if FLASHATTN_SM90_TRACE
+  dump_trace(args.trace, grid, args.plan, p);
+#endif
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return {StatusCode::kCudaError, std::string("backend sm90: launch: ") + cudaGetErrorString(err)};

@@ -20,8 +20,7 @@
 namespace flashattn::sm90 {
 
 struct TileScheduler {
-  int num_m_blocks, hq, b;
-  FastDiv div_m_blocks, div_hq;
+  TileOrder order;
   int* counter;  // {next item - gridDim.x, finished CTAs}; null: static striding
   StreamKPlan plan;
 
@@ -70,15 +69,8 @@ struct TileScheduler {
     }
   }
 
-  // m is the fastest index so concurrent CTAs share one head's K/V in L2, and within a head the
-  // m blocks go last-first so causal's longest tiles start first. (An m-slowest, longest-first
-  // order balanced static striding better but lost L2 locality: 588 vs 668 TFLOPS at causal
-  // S=16k, D=128 with one CTA per tile; see docs/VERSIONS.md (sm90 family).)
   __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
-    const int hb = div_m_blocks(t);
-    m_block = num_m_blocks - 1 - (t - hb * num_m_blocks);
-    bb = div_hq(hb);
-    h = hb - bb * hq;
+    order.decode(t, m_block, h, bb);
   }
 };
 
