@@ -17,7 +17,8 @@
 
 #include "api/backends.h"
 #include "sm90/kernel.h"
-#include "sm90/workspace.h"
+#include "sm90/stream_k_host.h"
+#include "sm90/trace_host.h"
 
 namespace flashattn::sm90 {
 
@@ -112,81 +113,6 @@ inline int* next_tile_counter(cudaStream_t stream) {
   return pools[dev] + 2 * (next[dev]++ % kPairs);
 }
 
-// FLASHATTN_SM90_STREAM_K=0 in the environment turns the stream-K split off at run time (A/B
-// runs, debugging); read per call so one process can time both.
-inline bool stream_k_enabled() {
-  const char* e = std::getenv("FLASHATTN_SM90_STREAM_K");
-  return e == nullptr || std::strcmp(e, "0") != 0;
-}
-
-// Stream-K tail (stream_k.h) for a non-causal persistent launch: when the tiles leave the last
-// wave partly empty, sets args' plan and workspace. Outside graph capture the workspace is the
-// stream's own (workspace.h). Under capture it is a stream-ordered allocation with its counters
-// zeroed, i.e. allocation and memset nodes in the graph; the caller frees the returned pointer
-// after the launch (a free node). Leaves args unsplit when no workspace can be had.
-template <class Cfg>
-void* setup_stream_k(Sm90FwdArgs& args, long long tiles, int n_blocks, cudaStream_t stream) {
-  using Ws = StreamKWorkspace<Cfg>;
-  if (!stream_k_enabled() || tiles + 2LL * num_sms() > INT32_MAX) return nullptr;
-  const StreamKPlan plan = StreamKPlan::make(tiles, num_sms(), n_blocks);
-  if (plan.chunks == 0 || plan.sk_tiles > 256) return nullptr;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  char* ws = nullptr;
-  void* to_free = nullptr;
-  if (cap == cudaStreamCaptureStatusNone) {
-    // Sized for the most chunks any launch can have, so the buffer is allocated once.
-    ws = static_cast<char*>(stream_workspace(stream, Ws::bytes(num_sms())));
-  } else if (cap == cudaStreamCaptureStatusActive) {
-    void* p = nullptr;
-    if (cudaMallocAsync(&p, Ws::bytes(plan.chunks), stream) == cudaSuccess) {
-      if (cudaMemsetAsync(p, 0, Ws::kCounterBytes, stream) == cudaSuccess) {
-        ws = static_cast<char*>(p);
-        to_free = p;
-      } else {
-        cudaFreeAsync(p, stream);
-      }
-    }
-    cudaGetLastError();
-  }
-  if (ws == nullptr) return nullptr;
-  args.plan = plan;
-  args.sk_counters = reinterpret_cast<int*>(ws);
-  args.sk_partials = reinterpret_cast<float*>(ws + Ws::kCounterBytes);
-  return to_free;
-}
-
-#if FLASHATTN_SM90_TRACE
-// Trace builds only: waits for the launch and appends "cta k code stored t_start t_main t_end"
-// lines (ns, relative to the earliest start) to $FLASHATTN_SM90_TRACE_FILE.
-inline void dump_trace(unsigned long long* d_trace, int grid, const StreamKPlan& plan, const detail::FwdParams& p) {
-  std::vector<unsigned long long> h(static_cast<size_t>(grid) * kTraceEvents * 4);
-  cudaDeviceSynchronize();
-  cudaMemcpy(h.data(), d_trace, h.size() * 8, cudaMemcpyDeviceToHost);
-  cudaFree(d_trace);
-  const char* path = std::getenv("FLASHATTN_SM90_TRACE_FILE");
-  if (path == nullptr) return;
-  unsigned long long t0 = ~0ull;
-  for (size_t i = 0; i < h.size(); i += 4)
-    if (h[i + 1] != 0 && h[i + 1] < t0) t0 = h[i + 1];
-  FILE* f = std::fopen(path, "a");
-  if (f == nullptr) return;
-  std::fprintf(f, "# launch b=%d sq=%d sk=%d hq=%d d=%d causal=%d grid=%d dp_tiles=%d sk_tiles=%d chunks=%d n_blocks=%d\n",
-               p.b, p.sq, p.sk, p.hq, p.d, p.causal ? 1 : 0, grid, plan.dp_tiles, plan.sk_tiles, plan.chunks,
-               plan.n_blocks);
-  for (int c = 0; c < grid; ++c)
-    for (int k = 0; k < kTraceEvents; ++k) {
-      const unsigned long long* e = &h[(static_cast<size_t>(c) * kTraceEvents + k) * 4];
-      if (e[1] == 0) continue;
-      std::fprintf(f, "%d %d %llu %llu %llu %llu %llu\n", c, k, e[0] & 0xffffffffull, e[0] >> 32, e[1] - t0,
-                   e[2] - t0, e[3] - t0);
-    }
-  std::fclose(f);
-}
-#endif
 
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
@@ -252,7 +178,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if (Cfg::kStreamK && p.causal) return {StatusCode::kInternal, "backend sm90: a stream-K (non-causal) kernel got a causal call"};
   void* graph_workspace = nullptr;
   if (Cfg::kPersistent && mode >= 1) {
-    if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, stream);
+    if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, num_sms(), stream);
     grid = (int)std::min<long long>(args.plan.num_items(), num_sms());
     if (mode == 2) args.tile_counter = next_tile_counter(stream);  // null (static) if unavailable
   }
