@@ -158,7 +158,10 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
   const long long tiles = (long long)args.num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
-  args.order = TileOrder::make(args.num_m_blocks, p.hq, p.b, p.sk, p.d, p.causal);
+  // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
+  const char* order_env = std::getenv("FLASHATTN_SM90_TILE_ORDER");
+  const bool grouped = p.causal && (order_env == nullptr || std::strcmp(order_env, "0") != 0);
+  args.order = TileOrder::make(args.num_m_blocks, p.hq, p.b, p.sk, p.d, grouped);
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA

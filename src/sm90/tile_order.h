@@ -21,15 +21,16 @@ struct TileOrder {
   int first_group = 0;  // pairs in the remainder group that goes first (0: none)
   FastDiv div_hq, div_group_tiles, div_group, div_first_group;
 
-  // Causal: groups whose K and V (2 * sk * d * 2 bytes per pair) fit in l2_budget bytes.
-  static TileOrder make(int num_m_blocks, int hq, int b, int sk, int d, bool causal,
+  // grouped (causal): groups whose K and V (2 * sk * d * 2 bytes per pair) fit in l2_budget
+  // bytes; otherwise one pair per group.
+  static TileOrder make(int num_m_blocks, int hq, int b, int sk, int d, bool grouped,
                         long long l2_budget = 25LL << 20) {
     TileOrder o;
     o.num_m_blocks = num_m_blocks;
     o.hq = hq;
     o.pairs = hq * b;  // the caller has checked num_m_blocks * hq * b < 2^31
     const long long kv_bytes = 4LL * sk * d;
-    long long group = causal && kv_bytes > 0 ? l2_budget / kv_bytes : 1;
+    long long group = grouped && kv_bytes > 0 ? l2_budget / kv_bytes : 1;
     group = std::max(1LL, std::min<long long>(group, o.pairs));
     o.heads_per_group = static_cast<int>(group);
     o.div_hq = FastDiv(hq);
