@@ -13,6 +13,8 @@
 // Host and device share this header; tests/cpu/test_sm90_stream_k.cpp checks the partition.
 #pragma once
 
+#include <cmath>
+
 #include "common/fast_div.h"
 #include "common/params.h"  // FLASHATTN_HOST_DEVICE
 
@@ -114,5 +116,19 @@ struct StreamKPlan {
     return 2 * i + (div_blocks(chunk_begin(i)) == sk_tile ? 0 : 1);
   }
 };
+
+// One step of the stream-K merge (stream_k_merge.h) for one row: the running max m (exp2
+// domain, scale folded in; -inf while no key was seen) meets a part's max pm. Sets m to the new
+// max and returns the factors for the running sum / O (a) and for the part's (b):
+// new = running * a + part * b. exp2 is the caller's (the kernel passes ex2.approx). The CPU
+// test folds parts of a row this way and compares with the whole row's softmax.
+template <class Exp2>
+FLASHATTN_HOST_DEVICE inline void merge_factors(float& m, float pm, float& a, float& b, Exp2 exp2) {
+  const float mx = fmaxf(m, pm);
+  const float off = mx == -INFINITY ? 0.f : mx;  // rows with no key yet: exp2(-inf) = 0, no NaN
+  a = exp2(m - off);
+  b = exp2(pm - off);
+  m = mx;
+}
 
 }  // namespace flashattn::sm90

@@ -101,11 +101,7 @@ __device__ __forceinline__ bool stream_k_merge(const Sm90FwdArgs& args, const St
     float a[2], b[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float m = fmaxf(mx[r], pm[r]);
-      const float off = m == -INFINITY ? 0.f : m;  // rows with no key yet: exp2(-inf) = 0, no NaN
-      a[r] = arch::ex2_approx_ftz(mx[r] - off);
-      b[r] = arch::ex2_approx_ftz(pm[r] - off);
-      mx[r] = m;
+      merge_factors(mx[r], pm[r], a[r], b[r], [](float x) { return arch::ex2_approx_ftz(x); });
       sm.row_sum[r] = sm.row_sum[r] * a[r] + ps[r] * b[r];
     }
 #pragma unroll

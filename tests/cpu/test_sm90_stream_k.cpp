@@ -4,7 +4,9 @@
 // finds exactly the pieces that wrote. Also when the plan splits and when it must not.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -114,6 +116,88 @@ TEST(Sm90StreamK, FastDivMatchesDivision) {
         }
     }
   }
+}
+
+// One row split into pieces the way the kernel sees them: per piece the max of scaled scores
+// (exp2 domain), the sum of exp2(score - max) and the weighted V; folded in piece order with
+// merge_factors, the first piece taken as is. Must equal the whole row's softmax and lse.
+struct Partial {
+  float m, l;
+  std::vector<float> o;
+};
+
+Partial piece_partial(const std::vector<double>& s, const std::vector<std::vector<double>>& v, size_t lo, size_t hi,
+                      float scale_log2) {
+  const size_t d = v[0].size();
+  Partial p{-INFINITY, 0.f, std::vector<float>(d, 0.f)};
+  for (size_t j = lo; j < hi; ++j) p.m = std::max(p.m, static_cast<float>(s[j]) * scale_log2);
+  for (size_t j = lo; j < hi; ++j) {
+    if (p.m == -INFINITY) break;
+    const float e = std::exp2(static_cast<float>(s[j]) * scale_log2 - p.m);
+    p.l += e;
+    for (size_t c = 0; c < d; ++c) p.o[c] += e * static_cast<float>(v[j][c]);
+  }
+  return p;
+}
+
+Partial fold(const std::vector<Partial>& parts) {
+  Partial acc = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    float a, b;
+    flashattn::sm90::merge_factors(acc.m, parts[i].m, a, b, [](float x) { return std::exp2(x); });
+    acc.l = acc.l * a + parts[i].l * b;
+    for (size_t c = 0; c < acc.o.size(); ++c) acc.o[c] = acc.o[c] * a + parts[i].o[c] * b;
+  }
+  return acc;
+}
+
+TEST(Sm90StreamK, MergeEqualsTheWholeRowsSoftmax) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> nd(0.3, 1.0);
+  const int d = 16;
+  const float scale = 0.125f, scale_log2 = scale * 1.4426950408889634f;
+  for (int n : {2, 17, 160, 1000})
+    for (int cuts : {1, 2, 5}) {
+      std::vector<double> s(n);
+      std::vector<std::vector<double>> v(n, std::vector<double>(d));
+      for (int j = 0; j < n; ++j) {
+        s[j] = 4 * nd(rng);
+        for (double& x : v[j]) x = nd(rng);
+      }
+      std::vector<size_t> at = {0};
+      for (int c = 1; c <= cuts && c < n; ++c) at.push_back(static_cast<size_t>(n) * c / (cuts + 1));
+      at.push_back(n);
+      std::vector<Partial> parts;
+      for (size_t i = 0; i + 1 < at.size(); ++i) parts.push_back(piece_partial(s, v, at[i], at[i + 1], scale_log2));
+      const Partial r = fold(parts);
+      double mx = -INFINITY, sum = 0;
+      for (double x : s) mx = std::max(mx, x * scale);
+      for (double x : s) sum += std::exp(x * scale - mx);
+      const double lse_ref = mx + std::log(sum);
+      const double lse = (static_cast<double>(r.m) + std::log2(static_cast<double>(r.l))) * 0.6931471805599453;
+      ASSERT_NEAR(lse, lse_ref, 1e-5 * std::max(1.0, std::fabs(lse_ref))) << n << " keys, " << cuts << " cuts";
+      for (int c = 0; c < d; ++c) {
+        double ref = 0;
+        for (int j = 0; j < n; ++j) ref += std::exp(s[j] * scale - mx) / sum * v[j][c];
+        ASSERT_NEAR(r.o[c] / r.l, ref, 1e-5 * (1 + std::fabs(ref))) << n << " keys, " << cuts << " cuts, col " << c;
+      }
+    }
+}
+
+TEST(Sm90StreamK, MergeOfPiecesWithoutKeysIsZeroNotNaN) {
+  const Partial none{-INFINITY, 0.f, {0.f, 0.f}};
+  const Partial some{3.f, 2.f, {4.f, -2.f}};
+  for (const auto& parts : {std::vector<Partial>{none, some}, std::vector<Partial>{some, none}}) {
+    const Partial r = fold(parts);
+    EXPECT_EQ(r.m, 3.f);
+    EXPECT_FLOAT_EQ(r.l, 2.f);
+    EXPECT_FLOAT_EQ(r.o[0], 4.f);
+    EXPECT_FLOAT_EQ(r.o[1], -2.f);
+  }
+  const Partial r = fold({none, none});
+  EXPECT_EQ(r.m, -INFINITY);
+  EXPECT_EQ(r.l, 0.f);
+  EXPECT_FALSE(std::isnan(r.o[0]));
 }
 
 TEST(Sm90StreamK, SplitsTheStandardGridTail) {
