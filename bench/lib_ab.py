@@ -9,8 +9,11 @@ once per build on a warm machine and compare the ratios to cuDNN.
 
     python bench/lib_ab.py NAME=PATH [NAME=PATH ...] [--dims 128] [--seqlens 2048,4096]
                            [--causal no|yes|both] [--rounds 3] [--env VAR=VALUE@NAME ...]
+                           [--shapes B:Sq:Sk:H:D,...]   (instead of the standard grid)
 
---env sets an environment variable around one variant's calls (e.g. a run-time switch).
+--env sets an environment variable around one variant's calls (a run-time switch), so one
+build can be timed against itself, e.g. the stream-K split on and off:
+    python bench/lib_ab.py split=LIB nosplit=LIB --env FLASHATTN_SM90_STREAM_K=0@nosplit
 """
 from __future__ import annotations
 
@@ -93,7 +96,13 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=25)
     ap.add_argument("--rep", type=int, default=100)
     ap.add_argument("--env", action="append", default=[], help="VAR=VALUE@NAME")
+    ap.add_argument("--shapes", default="", help="B:Sq:Sk:H:D,... instead of the grid")
     args = ap.parse_args(argv)
+    causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
+    if args.shapes:
+        shapes = [tuple(int(x) for x in sh.split(":")) for sh in args.shapes.split(",")]
+    else:
+        shapes = [(max(1, args.tokens // s), s, s, args.hidden // d, d) for d in args.dims for s in args.seqlens]
     libs, loaded = {}, {}
     for spec in args.libs:
         name, path = spec.split("=", 1)
@@ -106,47 +115,46 @@ def main(argv=None):
     names = list(libs) + ["cudnn"]
     print(f"{'D':>4} {'S':>6} {'c':>1} " + " ".join(f"{n:>9}" for n in names) + "   ratios to cuDNN   check")
     bad = 0
-    causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
-    for d in args.dims:
-        for s in args.seqlens:
-            for causal in causals:
-                b, h = max(1, args.tokens // s), args.hidden // d
-                g = torch.Generator(device="cuda").manual_seed(2)
-                q, k, v = ((torch.randn(b, s, h, d, device="cuda", generator=g) + 0.3).to(torch.bfloat16)
-                           for _ in range(3))
-                flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
-                fns, ok, outs, lses = {}, [], {}, {}
-                for name, lib in libs.items():
-                    out = outs[name] = torch.full_like(q, float("nan"))
-                    lse = lses[name] = torch.full((b, h, s), float("nan"), device="cuda")
-                    fns[name] = variant(lib, q, k, v, out, lse, causal, envs[name])
-                    fns[name]()
+    for b, sq, sk, h, d in shapes:
+        for causal in causals:
+            g = torch.Generator(device="cuda").manual_seed(2)
+            q = (torch.randn(b, sq, h, d, device="cuda", generator=g) + 0.3).to(torch.bfloat16)
+            k, v = ((torch.randn(b, sk, h, d, device="cuda", generator=g) + 0.3).to(torch.bfloat16)
+                    for _ in range(2))
+            flops = 4 * b * h * sq * sk * d * (0.5 if causal and sq == sk else 1.0)
+            fns, ok, outs, lses = {}, [], {}, {}
+            for name, lib in libs.items():
+                out = outs[name] = torch.full_like(q, float("nan"))
+                lse = lses[name] = torch.full((b, h, sq), float("nan"), device="cuda")
+                fns[name] = variant(lib, q, k, v, out, lse, causal, envs[name])
+                fns[name]()
+                torch.cuda.synchronize()
+                ok.append(compare.check(out, lse, q, k, v, causal)["pass"])
+            qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+            fns["cudnn"] = compare.sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)
+            if args.timer == "graph":  # time (and check) the replay of our own capture
+                for name in libs:
+                    out = outs[name]
+                    g = capture(fns[name])
+                    out.fill_(float("nan"))
+                    lses[name].fill_(float("nan"))
+                    g.replay()
                     torch.cuda.synchronize()
-                    ok.append(compare.check(out, lse, q, k, v, causal)["pass"])
-                qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-                fns["cudnn"] = compare.sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)
-                if args.timer == "graph":  # time (and check) the replay of our own capture
-                    for name in libs:
-                        out = outs[name]
-                        g = capture(fns[name])
-                        out.fill_(float("nan"))
-                        lses[name].fill_(float("nan"))
-                        g.replay()
-                        torch.cuda.synchronize()
-                        ok.append(compare.check(out, lses[name], q, k, v, causal)["pass"])
-                        fns[name] = g.replay
-                ms = {name: [] for name in fns}
-                for _ in range(args.rounds):
-                    for name, fn in fns.items():
-                        timer = "eager" if name in libs else args.timer  # ours: already a replay
-                        ms[name].append(compare.bench_ms(fn, args.warmup, args.rep, timer))
-                tf = {name: flops / (statistics.median(v) * 1e-3) / 1e12 for name, v in ms.items()}
-                bad += not all(ok)
-                print(f"{d:>4} {s:>6} {int(causal):>1} " + " ".join(f"{tf[n]:9.1f}" for n in names) + "   " +
-                      " ".join(f"{tf[n] / tf['cudnn']:.3f}" for n in libs) +
-                      ("   ok" if all(ok) else f"   FAIL {ok}"), flush=True)
-                del q, k, v
-                torch.cuda.empty_cache()
+                    ok.append(compare.check(out, lses[name], q, k, v, causal)["pass"])
+                    fns[name] = g.replay
+            ms = {name: [] for name in fns}
+            for _ in range(args.rounds):
+                for name, fn in fns.items():
+                    timer = "eager" if name in libs else args.timer  # ours: already a replay
+                    ms[name].append(compare.bench_ms(fn, args.warmup, args.rep, timer))
+            tf = {name: flops / (statistics.median(v) * 1e-3) / 1e12 for name, v in ms.items()}
+            bad += not all(ok)
+            label = f"{d:>4} {sq:>6}" if sq == sk else f"{d:>4} {b}x{h}x{sq}x{sk}"
+            print(f"{label} {int(causal):>1} " + " ".join(f"{tf[n]:9.1f}" for n in names) + "   " +
+                  " ".join(f"{tf[n] / tf['cudnn']:.3f}" for n in libs) +
+                  ("   ok" if all(ok) else f"   FAIL {ok}"), flush=True)
+            del q, k, v
+            torch.cuda.empty_cache()
     return 1 if bad else 0
 
 

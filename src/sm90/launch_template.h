@@ -8,10 +8,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
 #include <mutex>
 #include <string>
 
@@ -113,7 +109,6 @@ inline int* next_tile_counter(cudaStream_t stream) {
   return pools[dev] + 2 * (next[dev]++ % kPairs);
 }
 
-
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -138,6 +133,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.b = p.b;
   args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.div_h_ratio = FastDiv(p.h_ratio);
+  const int num_m_blocks = args.num_m_blocks;
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
@@ -156,12 +152,11 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   });
   if (attr_err != cudaSuccess)
     return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
-  const long long tiles = (long long)args.num_m_blocks * p.hq * p.b;
+  const long long tiles = (long long)num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
-  const char* order_env = std::getenv("FLASHATTN_SM90_TILE_ORDER");
-  const bool grouped = p.causal && (order_env == nullptr || std::strcmp(order_env, "0") != 0);
-  args.order = TileOrder::make(args.num_m_blocks, p.hq, p.b, p.sk, p.d, grouped);
+  args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, p.d,
+                               p.causal && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA

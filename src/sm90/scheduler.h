@@ -74,6 +74,18 @@ struct TileScheduler {
   }
 };
 
+// The k-th slot (volatile: another thread writes or reads it under the ring's barriers).
+template <class Bars>
+__device__ __forceinline__ void work_store(Bars& bars, uint32_t k, const WorkSlot& w) {
+  volatile int* dst = reinterpret_cast<volatile int*>(&bars.work[k & 1]);
+  dst[0] = w.code, dst[1] = w.m_block, dst[2] = w.h, dst[3] = w.b, dst[4] = w.n_lo, dst[5] = w.n_hi;
+}
+template <class Bars>
+__device__ __forceinline__ WorkSlot work_load(Bars& bars, uint32_t k) {
+  const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
+  return WorkSlot{src[0], src[1], src[2], src[3], src[4], src[5]};
+}
+
 // The scheduler thread (lane 0 of the producer group's second warp): walks this CTA's items
 // (static stride or the atomic counter), splits each into its pieces and publishes every piece
 // with its tile coordinates and key-block range, then an end marker. The slot of the k-th piece
@@ -95,8 +107,7 @@ __device__ __forceinline__ void schedule_work(Bars& bars, const TileScheduler& s
       sched.decode(tile, w.m_block, w.h, w.b);
       if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
     }
-    volatile int* dst = reinterpret_cast<volatile int*>(&bars.work[k & 1]);
-    dst[0] = w.code, dst[1] = w.m_block, dst[2] = w.h, dst[3] = w.b, dst[4] = w.n_lo, dst[5] = w.n_hi;
+    work_store(bars, k, w);
     arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[k & 1]));  // release: the slot above
     if (w.code >= sched.code_end()) break;
     // Every piece's "taken" phase is waited for (synccheck reports a phase nobody waited on).
@@ -116,8 +127,7 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
   WorkSlot w{};
   if ((threadIdx.x & 31) == 0) {
     arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
-    const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
-    w = WorkSlot{src[0], src[1], src[2], src[3], src[4], src[5]};
+    w = work_load(bars, k);
     arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
   }
   w.code = __shfl_sync(0xffffffffu, w.code, 0);
@@ -133,8 +143,7 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
 template <class Bars>
 __device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k, int end) {
   arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
-  const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
-  const WorkSlot w{src[0], src[1], src[2], src[3], src[4], src[5]};
+  const WorkSlot w = work_load(bars, k);
   arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
   if (w.code < end) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_taken[k & 1]));  // nobody waits for the end's
   return w;

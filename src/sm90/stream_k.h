@@ -29,8 +29,8 @@ struct StreamKPlan {
   int chunks = 0;    // work items sharing sk_tiles * n_blocks key blocks; 0: no split
   FastDiv div_chunks, div_blocks;  // x / chunks, x / n_blocks
 
-  // Chunk starts at least this many key blocks apart: a piece costs a prologue, a tail and a
-  // workspace round trip, worth about this many blocks (a guess the tail rule below relies on).
+  // What a piece costs beyond its key blocks (a prologue, a tail and a workspace round trip), in
+  // key blocks; chunks get at least twice this. A guess the tail rule below relies on.
   static constexpr int kOverheadUnits = 2;
 
   // The plan for `tiles` tiles of `n_blocks` key blocks on `ctas` persistent CTAs. Splits only
@@ -59,7 +59,7 @@ struct StreamKPlan {
     return p;
   }
 
-  // 32-bit: make() keeps units * (chunks + 1) below 2^31 (the producer thread has 24 registers).
+  // 32-bit: make() keeps units * (chunks + 1) below 2^31 (the scheduler thread has 24 registers).
   FLASHATTN_HOST_DEVICE int units() const { return sk_tiles * n_blocks; }
   FLASHATTN_HOST_DEVICE int num_items() const { return dp_tiles + chunks; }
   // First unit of chunk i (i == chunks gives the end).
@@ -77,7 +77,7 @@ struct StreamKPlan {
 
   // Key-block range of piece p (0 or 1) of work item `item`; false if the item has no such
   // piece. Whole tiles (item < dp_tiles) have one piece; their range assumes no mask (the kernel
-  // takes a whole tile's range from its mask instead). All the producer thread needs.
+  // takes a whole tile's range from its mask instead). All the loader needs.
   FLASHATTN_HOST_DEVICE bool range(int item, int p, int& tile, int& n_lo, int& n_hi) const {
     if (item < dp_tiles) {
       tile = item;

@@ -15,10 +15,10 @@
 
 namespace flashattn::sm90 {
 
-// FLASHATTN_SM90_STREAM_K=0 in the environment turns the stream-K split off at run time (A/B
-// runs, debugging); read per call so one process can time both.
-inline bool stream_k_enabled() {
-  const char* e = std::getenv("FLASHATTN_SM90_STREAM_K");
+// A run-time switch: on unless the environment sets `name` to "0". Read per call (a getenv per
+// launch) so one process can time both sides of an A/B.
+inline bool env_switch_on(const char* name) {
+  const char* e = std::getenv(name);
   return e == nullptr || std::strcmp(e, "0") != 0;
 }
 
@@ -30,7 +30,8 @@ inline bool stream_k_enabled() {
 template <class Cfg>
 void* setup_stream_k(Sm90FwdArgs& args, long long tiles, int n_blocks, int sms, cudaStream_t stream) {
   using Ws = StreamKWorkspace<Cfg>;
-  if (!stream_k_enabled() || tiles + 2LL * sms > INT32_MAX) return nullptr;
+  // FLASHATTN_SM90_STREAM_K=0 turns the split off (A/B runs, debugging).
+  if (!env_switch_on("FLASHATTN_SM90_STREAM_K") || tiles + 2LL * sms > INT32_MAX) return nullptr;
   const StreamKPlan plan = StreamKPlan::make(tiles, sms, n_blocks);
   if (plan.chunks == 0 || plan.sk_tiles > 256) return nullptr;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
