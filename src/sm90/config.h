@@ -9,7 +9,7 @@ namespace flashattn::sm90 {
 template <int HeadDim, int BlockN, int Stages, bool Bf16,
           bool IntraWarpgroupOverlap = true, bool PingPong = true, bool Persistent = true,
           int ConsumerWarpgroups = 2, bool ConditionalRescale = false, bool TmaStoreEpilogue = false,
-          bool SplitMaskedLoop = false, bool StreamK = false>
+          bool SplitMaskedLoop = false, bool StreamK = false, bool DoubleQ = false>
 struct Sm90FwdConfig {
   static constexpr int kHeadDim = HeadDim;
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
@@ -70,22 +70,38 @@ struct Sm90FwdConfig {
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * kElemBytes;  // one K or V tile
   static constexpr uint32_t kQBoxBytes = kBlockM * 128;
   static constexpr uint32_t kKVBoxBytes = kBlockN * 128;
-  static constexpr uint32_t kSmemQ = 0;
-  static constexpr uint32_t kSmemK = kSmemQ + kQBytes;
+  // Two Q buffers (persistent configs with the room): tile i+1's Q loads while tile i runs, so
+  // the tile boundary no longer waits for a Q fetch issued when tile i's last QK^T retired.
+  static constexpr uint32_t kRingBytes = 2 * Stages * kKVBytes;
+  static constexpr int kQStages =
+      DoubleQ && Persistent && 2 * kQBytes + kRingBytes + 1024 <= 227 * 1024 - 256 ? 2 : 1;
+  static constexpr uint32_t kSmemQ = 0;  // Q slot s at kSmemQ + s * kQBytes
+  static constexpr uint32_t kSmemK = kSmemQ + kQStages * kQBytes;
   static constexpr uint32_t kSmemV = kSmemK + kStages * kKVBytes;
   static constexpr uint32_t kSmemMainBytes = kSmemV + kStages * kKVBytes;
   static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
   // O staging for the TMA-store epilogue: a separate buffer (Q may already hold the next tile's
   // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x D/64 boxes of
-  // 64 x 128 B, 128B swizzle. Only configs with room for it get it (D=128 causal, D=64 with two
-  // groups; D=128 non-causal with BlockN <= 160). Three-group configs (160 registers) spilled
-  // 24 B with it, so they keep direct stores.
-  static constexpr bool kTmaStoreEpilogue = TmaStoreEpilogue && kNumConsumerWarpgroups == 2 &&
-                                            kSmemMainBytes + kQBytes + kSmemAlign <= 227 * 1024 - 256;
+  // 64 x 128 B, 128B swizzle, for configs with room for it (D=128 causal, D=64). Three-group
+  // configs (160 registers) spilled 24 B with it before V16; since then they do not, and it
+  // measured +1..+4% non-causal at S <= 8k but -1..-2% causal at S >= 8k (V16), so only the
+  // non-causal ones (the StreamK argument: DefaultConfig passes !causal) take it.
+  // Without room for a buffer (D=128 non-causal, D=256), a group stages its O over its own rows
+  // of the tile's Q slot (dead after its last QK^T; the other group reads only its own rows), and
+  // the slot goes back to the producer only once the TMA store has read it. With two Q slots the
+  // next tile's Q is already in the other one; with one (D=256) it loads after that read, which
+  // still measured +2..+8% over direct stores at D=256 (V16).
+  static constexpr bool kTmaStoreOwnBuffer = TmaStoreEpilogue && (kNumConsumerWarpgroups == 2 || StreamK) &&
+                                             kSmemMainBytes + kQBytes + kSmemAlign <= 227 * 1024 - 256;
+  static constexpr bool kTmaStoreInQ = TmaStoreEpilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
+  static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;
   static constexpr uint32_t kSmemO = kSmemMainBytes;
   static constexpr uint32_t kOGroupBytes = 64 * kHeadDim * kElemBytes;  // one consumer group's rows
   static constexpr uint32_t kOBoxBytes = 64 * 128;
-  static constexpr uint32_t kSmemBytes = kSmemMainBytes + (kTmaStoreEpilogue ? kQBytes : 0);
+  // Staging address of box c of group g: base + c * kOBoxStride + g * kOGroupStride.
+  static constexpr uint32_t kOBoxStride = kTmaStoreInQ ? kQBoxBytes : kOBoxBytes;
+  static constexpr uint32_t kOGroupStride = kTmaStoreInQ ? 64 * 128 : kOGroupBytes;
+  static constexpr uint32_t kSmemBytes = kSmemMainBytes + (kTmaStoreOwnBuffer ? kQBytes : 0);
   static constexpr uint32_t kDynamicSmemBytes = kSmemBytes + kSmemAlign;  // slack to round up the base
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles must start on the 1 KiB swizzle repeat");
   static_assert(kDynamicSmemBytes <= 227 * 1024, "exceeds the 227 KiB opt-in smem of sm_90");
@@ -101,10 +117,11 @@ struct Sm90FwdConfig {
 //         small D is exp-bound, so a third group's softmax overlaps the other two's GEMMs.
 //         Measured +8-18% non-causal and +8-11% causal at S>=4k over 128x128; but causal at
 //         S<=1k lost 8% (bigger diagonal waste, fewer tiles), so causal Sq < 2048 keeps 2 groups.
-//  D=128: non-causal BlockN 176 (FA3's choice): 208 KiB smem; fewer, longer key tiles amortise
-//         the per-tile softmax bookkeeping; S 88 + O 64 + P 44 registers, no spills.
-//         Measured +1% at S=1k/4k, +9% at 16k over 128. Causal keeps 128: the diagonal tile
-//         wastes less and 128 divides the 128-row query tile.
+//  D=128: BlockN 128, split masked/unmasked loops, two Q slots + 2 x (K, V) = 192 KiB + 32 KiB
+//         O staging buffer. Non-causal ran BlockN 176 (FA3's choice) and 160 (2k <= S < 8k)
+//         until V16; with the Q slots and the TMA store, 128 measured +1.5..+4% over 160 at
+//         2k-8k and +10..+20% at 512-1k (160 pads 1024 keys to 1120, 512 to 640). Causal: the
+//         diagonal tile wastes less and 128 divides the 128-row query tile.
 //  D=256: BlockN 80, 2 stages: Q 64 KiB + 4 x 40 KiB = 224 KiB; O alone is 128 f32 per thread,
 //         so S must stay small.
 #ifndef FLASHATTN_SM90_D64_CONSUMER_WGS
@@ -124,7 +141,7 @@ struct Sm90TileTable<64> {
   static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
 #ifndef FLASHATTN_SM90_D128_BLOCKN
-#define FLASHATTN_SM90_D128_BLOCKN 176
+#define FLASHATTN_SM90_D128_BLOCKN 128
 #endif
 #ifndef FLASHATTN_SM90_D128_CAUSAL_STAGES
 #define FLASHATTN_SM90_D128_CAUSAL_STAGES 2
@@ -136,16 +153,19 @@ struct Sm90TileTable<128> {
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 0;
   static constexpr bool kConditionalRescale = false;  // V5: -2% non-causal, +-1% causal
   static constexpr int kCausalOneCtaPerTileSeqLen = 0;
-  // V13: causal (BlockN 128, no spill) +1% at 2k, +3% at 4k, +7% at 16k; non-causal BlockN 176
-  // spills 24 B with the overlap and lost 2-6%.
-  static constexpr bool kSplitMaskedLoop = false, kSplitMaskedLoopCausal = true;
-  // Non-causal with kMidSeqLo <= Sk < kMidSeqHi: BlockN 160 with split loops (no spill; 192 KiB),
-  // V13: +1.5% at 2k, +2% at 4k over 176 in one loop, -5% at 1k, level/noisy at 8k-16k.
-  static constexpr int kBlockNMidSeq = 160, kMidSeqLo = 2048, kMidSeqHi = 8192;
+  // V13: causal (BlockN 128, no spill) +1% at 2k, +3% at 4k, +7% at 16k; non-causal BlockN 160
+  // +1.5..+2% at 2k-4k (BlockN 176 spilled 24 B with it and lost 2-6%).
+  static constexpr bool kSplitMaskedLoop = true, kSplitMaskedLoopCausal = true;
+  // V13-V15: BlockN 160 for 2048 <= Sk < 8192 and 176 elsewhere; one width since V16.
+  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
+#ifndef FLASHATTN_SM90_D256_BLOCKN
+#define FLASHATTN_SM90_D256_BLOCKN 80
+#endif
 template <>
 struct Sm90TileTable<256> {
-  static constexpr int kBlockN = 80, kBlockNCausal = 80, kStages = 2, kStagesCausal = 2, kConsumerWarpgroups = 2;
+  static constexpr int kBlockN = FLASHATTN_SM90_D256_BLOCKN, kBlockNCausal = FLASHATTN_SM90_D256_BLOCKN;
+  static constexpr int kStages = 2, kStagesCausal = 2, kConsumerWarpgroups = 2;
   static constexpr int kConsumerWarpgroupsShortCausal = 2, kShortCausalSeqLen = 0;
   // V5: O is 128 f32 per thread against 40 scores per key tile, so the skipped O rescale is a
   // large share of the softmax work: +4% causal, +3.5-16% non-causal.

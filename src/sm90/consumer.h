@@ -53,8 +53,9 @@ struct Consumer {
   Softmax sm;       // row max / sum of the piece in hand
   uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
 
+  __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (tiles - 1) % Cfg::kQStages; }
   __device__ __forceinline__ uint64_t desc_q() const {
-    return make_smem_desc_sw128(smem + Cfg::kSmemQ + wg * 64 * 128, 16, 1024);
+    return make_smem_desc_sw128(smem + Cfg::kSmemQ + q_slot() * Cfg::kQBytes + wg * 64 * 128, 16, 1024);
   }
   __device__ __forceinline__ uint64_t desc_k(int stage) const {
     return make_smem_desc_sw128(smem + Cfg::kSmemK + stage * Cfg::kKVBytes, 16, 1024);
@@ -122,6 +123,12 @@ struct Consumer {
     }
   }
 
+  // The tile's last QK^T retired: its Q slot may be reloaded. kTmaStoreInQ: the epilogue stages
+  // O there, so the kernel releases the slot after the mainloop.
+  __device__ __forceinline__ void release_q() {
+    if constexpr (!Cfg::kTmaStoreInQ) release(bars.q_empty[q_slot()]);
+  }
+
   // One arrival per consumer warp (empty barriers count 8): this warp's wgmma reads are done.
   __device__ __forceinline__ void release(uint64_t& bar) {
     if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bar));
@@ -181,7 +188,7 @@ struct Consumer {
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
     release(bars.k_empty[stage]);
-    if (n == n_lo) release(bars.q_empty);
+    if (n == n_lo) release_q();
     const bool moved = mask_and_softmax<kMask>(mask, sm, n, m0, row0, scale_log2, alpha);
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rO);
@@ -199,8 +206,8 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;
     if (n_hi <= n_lo) return;
-    arch::mbarrier_wait(arch::smem_u32(&bars.q_full), tiles & 1);
-    ++tiles;
+    arch::mbarrier_wait(arch::smem_u32(&bars.q_full[tiles % Cfg::kQStages]), (tiles / Cfg::kQStages) & 1);
+    ++tiles;  // q_slot() is now this tile's
     float alpha[2];
     if constexpr (Cfg::kIntraWarpgroupOverlap) {
       // Prologue: S(last tile) and its softmax; no PV yet.
@@ -212,7 +219,7 @@ struct Consumer {
       arch::wgmma_wait_group<0>();
       arch::reg_fence(rS);
       release(bars.k_empty[stage]);
-      if (n == n_lo) release(bars.q_empty);  // last QK^T of this tile retired: Q may be reloaded
+      if (n == n_lo) release_q();  // last QK^T of this tile retired: Q may be reloaded
       mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
       convert_p();
       int pv_stage = stage;
@@ -247,7 +254,7 @@ struct Consumer {
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rS);
         release(bars.k_empty[stage]);
-        if (n == n_lo) release(bars.q_empty);
+        if (n == n_lo) release_q();
         const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         maybe_rescale_o(moved, alpha);
         convert_p();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "arch/mbarrier.h"
 #include "arch/named_barrier.h"
 #include "arch/tma.h"
 #include "sm90/consumer.h"
@@ -50,15 +51,21 @@ __device__ __forceinline__ void epilogue_wg_sync(int wg) {
 // staging buffer (Cfg::kSmemO + wg * kOGroupBytes), so groups never wait for each other. The
 // group's thread 0 issues the stores and, at the next tile's epilogue (or exit), waits until
 // they have read the buffer before anyone overwrites it.
+// kTmaStoreInQ: `q_slot` is the tile's Q slot, staged over and released here; the group's
+// q_empty arrivals (one per warp) come after the write (warps 1-3) and after the store has read
+// the slot (warp 0, whose thread 0 issued it).
 template <class Cfg>
-__device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t smem, const Sm90FwdArgs& args,
-                                                   float (&rO)[Cfg::kORegs], typename Consumer<Cfg>::Softmax& sm,
-                                                   int b, int h, int m0, int wg) {
+__device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t smem, PipelineBarriers<Cfg::kStages>& bars,
+                                                   uint32_t q_slot, const Sm90FwdArgs& args, float (&rO)[Cfg::kORegs],
+                                                   typename Consumer<Cfg>::Softmax& sm, int b, int h, int m0, int wg) {
   float inv[2], lse[2];
   sm.finalize(inv, lse);
   const int t = threadIdx.x % 128, q = t & 3;
-  const uint32_t buf = smem + Cfg::kSmemO + wg * Cfg::kOGroupBytes;
-  if (t == 0) arch::cp_async_bulk_wait_group_read0();  // previous tile's store has read buf
+  const uint32_t buf = smem + (Cfg::kTmaStoreInQ ? Cfg::kSmemQ + q_slot * Cfg::kQBytes : Cfg::kSmemO) +
+                       wg * Cfg::kOGroupStride;
+  // Own buffer: the previous tile's store must have read it. In Q: every warp's share of the
+  // group's last QK^T has retired (the group's wgmmas read all 64 rows).
+  if (!Cfg::kTmaStoreInQ && t == 0) arch::cp_async_bulk_wait_group_read0();
   epilogue_wg_sync<Cfg>(wg);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -68,7 +75,7 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
 #pragma unroll
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
       const int i = 4 * c + 2 * r;
-      const uint32_t addr = buf + (c / 8) * Cfg::kOBoxBytes + rl * 128 + (((c % 8) ^ (rl % 8)) << 4) + 4 * q;
+      const uint32_t addr = buf + (c / 8) * Cfg::kOBoxStride + rl * 128 + (((c % 8) ^ (rl % 8)) << 4) + 4 * q;
       arch::st_shared_b32(addr, pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]));
     }
   }
@@ -78,8 +85,12 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
   if (t == 0 && row_base < args.sq) {
 #pragma unroll
     for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
-      arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxBytes, c * Cfg::kBoxCols, row_base, h, b);  // rows >= Sq clipped
+      arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxStride, c * Cfg::kBoxCols, row_base, h, b);  // rows >= Sq clipped
     arch::cp_async_bulk_commit_group();
+  }
+  if constexpr (Cfg::kTmaStoreInQ) {
+    if (t == 0) arch::cp_async_bulk_wait_group_read0();
+    if ((t & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bars.q_empty[q_slot]));
   }
   if (args.lse != nullptr && q == 0) {
 #pragma unroll

@@ -40,8 +40,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
-    mbarrier_init(smem_u32(&bars.q_full), 1);
-    mbarrier_init(smem_u32(&bars.q_empty), 4 * Cfg::kNumConsumerWarpgroups);
+#pragma unroll
+    for (int s = 0; s < Cfg::kQStages; ++s) {
+      mbarrier_init(smem_u32(&bars.q_full[s]), 1);
+      mbarrier_init(smem_u32(&bars.q_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+    }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(smem_u32(&bars.k_full[s]), 1);
@@ -100,17 +103,25 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #if FLASHATTN_SM90_TRACE
     const uint64_t t_main = globaltimer_ns();
 #endif
+    // kTmaStoreInQ: the mainloop kept this tile's Q slot (if it ran: causal rows may see no key);
+    // the TMA epilogue frees it once its store has read it, any other path right here.
+    const bool had_q = w.n_hi > w.n_lo;
     // A split tile's piece: only the warp that completes the tile's rows goes on, with the merged O.
     bool whole = true, store = true;
     if (Cfg::kStreamK && w.code >= args.plan.dp_tiles) {
       StreamKPlan::Piece p;
       sched.piece_of_code(w.code, p);
       whole = p.slot < 0;
-      if (!whole) store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
+      if (!whole) {
+        if (Cfg::kTmaStoreInQ && had_q) c.release(bars.q_empty[c.q_slot()]);
+        store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
+      }
     }
+    const bool tma_epilogue = Cfg::kTmaStoreEpilogue && args.o_tma && whole && (!Cfg::kTmaStoreInQ || had_q);
+    if (Cfg::kTmaStoreInQ && whole && had_q && !args.o_tma) c.release(bars.q_empty[c.q_slot()]);
     if (store) {
-      if (Cfg::kTmaStoreEpilogue && args.o_tma && whole)
-        epilogue_store_tma<Cfg>(&tmO, smem, args, c.rO, c.sm, w.b, w.h, m0, c.wg);
+      if (tma_epilogue)
+        epilogue_store_tma<Cfg>(&tmO, smem, bars, c.q_slot(), args, c.rO, c.sm, w.b, w.h, m0, c.wg);
       else
         epilogue_store<Cfg>(args, c.rO, c.sm, w.b, w.h, m0 + row_in_tile);
     }

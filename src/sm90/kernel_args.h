@@ -58,7 +58,7 @@ struct WorkSlot {
 // The CTA's mbarriers (static smem, 8-byte aligned).
 template <int kStages>
 struct PipelineBarriers {
-  uint64_t q_full, q_empty;  // Q is reloaded per tile (persistent): empty = last QK^T retired
+  uint64_t q_full[2], q_empty[2];  // per Q slot (Cfg::kQStages used): empty = last QK^T retired
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
   uint64_t sched_full[2], sched_empty[2];  // work ring: scheduler thread -> loader and consumers

@@ -212,7 +212,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 #define FLASHATTN_SM90_COND_RESCALE -1
 #endif
 #ifndef FLASHATTN_SM90_TMA_STORE
-#define FLASHATTN_SM90_TMA_STORE 0
+#define FLASHATTN_SM90_TMA_STORE 1
 #endif
 // Separate masked/unmasked key-tile loops: -1 = per head dim and mask (table), 0/1 force it.
 #ifndef FLASHATTN_SM90_SPLIT_MASKED_LOOP
@@ -221,6 +221,11 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 // Non-causal mid-length kernel (Sm90TileTable<D>::kBlockNMidSeq) on (1) or off (0).
 #ifndef FLASHATTN_SM90_MID_SEQ
 #define FLASHATTN_SM90_MID_SEQ 1
+#endif
+
+// Two Q buffers where they fit (config.h kQStages): 1 on, 0 off.
+#ifndef FLASHATTN_SM90_DOUBLE_Q
+#define FLASHATTN_SM90_DOUBLE_Q 1
 #endif
 
 // A table configuration: the tile shape and per-config flags given, the ablation switches
@@ -233,7 +238,7 @@ using TableConfig = Sm90FwdConfig<D, BlockN, Stages, Bf16, FLASHATTN_SM90_OVERLA
                                   FLASHATTN_SM90_TMA_STORE != 0,
                                   FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0 ? SplitMaskedLoop
                                                                        : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0,
-                                  StreamK && FLASHATTN_SM90_STREAM_K != 0>;
+                                  StreamK && FLASHATTN_SM90_STREAM_K != 0, FLASHATTN_SM90_DOUBLE_Q != 0>;
 
 // The configuration each (head dim, dtype, mask) dispatches to.
 template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>

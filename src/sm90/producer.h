@@ -12,7 +12,7 @@ namespace flashattn::sm90 {
 struct RingState {
   int stage = 0;
   uint32_t phase = 0;
-  uint32_t tiles = 0;  // tiles with work seen so far: the Q barriers' phase
+  uint32_t tiles = 0;  // tiles with work seen so far: the Q slot and its barriers' phase
 };
 
 template <class Cfg>
@@ -20,13 +20,14 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
                                               PipelineBarriers<Cfg::kStages>& bars, uint32_t smem, RingState& ring,
                                               int m_block, int n_lo, int n_hi, int h, int hk, int b) {
   using namespace arch;
-  const uint32_t q_bar = smem_u32(&bars.q_full);
-  // The previous tile's consumers must have retired their last QK^T before Q is overwritten.
-  mbarrier_wait(smem_u32(&bars.q_empty), (ring.tiles & 1) ^ 1);
+  const uint32_t q_slot = ring.tiles % Cfg::kQStages;
+  const uint32_t q_bar = smem_u32(&bars.q_full[q_slot]);
+  // The slot's previous tile must have retired its last QK^T before its Q is overwritten.
+  mbarrier_wait(smem_u32(&bars.q_empty[q_slot]), ((ring.tiles / Cfg::kQStages) & 1) ^ 1);
   mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
 #pragma unroll
   for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
-    tma_load_4d(smem + Cfg::kSmemQ + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
+    tma_load_4d(smem + Cfg::kSmemQ + q_slot * Cfg::kQBytes + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
                 m_block * Cfg::kBlockM, h, b);
 
   // Key tiles [n_lo, n_hi) are visited from the last to the first so that masked tiles come first.

@@ -1,5 +1,6 @@
 // Every fast backend, through the public API, against the GPU references on the awkward grid
 // (DESIGN.md rule, lse included), outputs poisoned, including strided views of packed qkv.
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,13 +17,16 @@ struct Case {
   bool causal;
   DType dt;
   bool packed = false;  // q, k, v are slices of one (B, S, 3, H, D) tensor (needs sq == sk, hq == hkv)
+  // out's heads are D + 8 elements apart (the API wants 16-byte multiples): the 8 gap elements
+  // per head must stay untouched by every epilogue (direct or TMA store).
+  bool padded_out = false;
 };
 
 std::string name(const Case& c) {
   return "b" + std::to_string(c.b) + "_sq" + std::to_string(c.sq) + "_sk" + std::to_string(c.sk) +
          "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv) + "_d" + std::to_string(c.d) +
          (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
-         (c.packed ? "_packed" : "");
+         (c.packed ? "_packed" : "") + (c.padded_out ? "_paddedout" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << name(c); }
@@ -51,6 +55,15 @@ std::vector<Case> grid() {
     cs.push_back({1, 1023, 1023, 4, 4, d, true, DType::kBFloat16});
     cs.push_back({2, 300, 517, 6, 2, d, false, DType::kFloat16});
   }
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      cs.push_back({4, 1000, 1000, 8, 8, d, causal, DType::kBFloat16, false, true});
+      cs.push_back({1, 1000, 113, 4, 2, d, causal, DType::kFloat16, false, true});  // rows without keys
+      // Many short tiles per persistent CTA: the Q slots and O staging wrap several times; causal
+      // with Sk < Sq gives whole tiles without keys between tiles with keys.
+      cs.push_back({16, 512, 64, 8, 2, d, causal, DType::kBFloat16});
+      cs.push_back({16, 512, 64, 8, 2, d, causal, DType::kBFloat16, false, true});
+    }
   for (int d : {64, 128, 256}) {
     cs.push_back({2, 777, 777, 4, 4, d, true, DType::kBFloat16, true});
     cs.push_back({1, 1000, 1000, 8, 8, d, false, DType::kFloat16, true});
@@ -67,7 +80,9 @@ TEST_P(Backends, MatchesReference) {
   const auto [backend, c] = GetParam();
   const int64_t nq = int64_t(c.b) * c.sq * c.hq * c.d, nk = int64_t(c.b) * c.sk * c.hkv * c.d;
   const int64_t nlse = int64_t(c.b) * c.hq * c.sq;
-  DeviceBuffer qkv(c.packed ? 3 * nq * 2 : 16), q(nq * 2), k(nk * 2), v(nk * 2), o(nq * 2), lse(nlse * 4);
+  const int od = c.padded_out ? c.d + 8 : c.d;  // out's head stride
+  const int64_t no = int64_t(c.b) * c.sq * c.hq * od;
+  DeviceBuffer qkv(c.packed ? 3 * nq * 2 : 16), q(nq * 2), k(nk * 2), v(nk * 2), o(no * 2), lse(nlse * 4);
   ForwardArgs a;
   if (c.packed) {
     check::fill_random(qkv.ptr, c.dt, 3 * nq, 21 + c.sq, 0.1f, 1.f, nullptr);
@@ -87,6 +102,9 @@ TEST_P(Backends, MatchesReference) {
     a.v = make_contiguous(v.ptr, c.dt, c.b, c.sk, c.hkv, c.d);
   }
   a.out = make_contiguous(o.ptr, c.dt, c.b, c.sq, c.hq, c.d);
+  a.out.stride[2] = od;
+  a.out.stride[1] = int64_t(c.hq) * od;
+  a.out.stride[0] = a.out.stride[1] * c.sq;
   a.lse = static_cast<float*>(lse.ptr);
   a.causal = c.causal;
   a.backend = backend;
@@ -94,13 +112,21 @@ TEST_P(Backends, MatchesReference) {
   const Status rs = resolve_backend(a, &chosen);
   if (rs.code() == StatusCode::kNotSupported) GTEST_SKIP() << rs.message();
   ASSERT_TRUE(rs.ok()) << rs.message();
-  check::poison(o.ptr, c.dt, nq, nullptr);
+  check::poison(o.ptr, c.dt, no, nullptr);
   check::poison(lse.ptr, DType::kFloat32, nlse, nullptr);
   const Status s = forward(a);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const check::Report r = check::check_against_reference(a, nullptr);
   EXPECT_TRUE(r.pass) << backend_name(chosen) << ": " << r.message;
+  if (c.padded_out) {  // the gaps between heads still hold the poison (0xFFFF)
+    std::vector<uint16_t> host(no);
+    ASSERT_EQ(cudaMemcpy(host.data(), o.ptr, no * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t touched = 0;
+    for (int64_t row = 0; row < int64_t(c.b) * c.sq * c.hq; ++row)
+      for (int e = c.d; e < od; ++e) touched += host[row * od + e] != 0xFFFF;
+    EXPECT_EQ(touched, 0) << "elements written between out's heads";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
