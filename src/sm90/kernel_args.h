@@ -20,10 +20,7 @@ struct Sm90FwdArgs {
   void* o;     // (B, Sq, Hq, D), q's dtype
   float* lse;  // (B, Hq, Sq) fp32 or null
   int64_t o_sb, o_ss, o_sh;
-  // h_ratio and num_m_blocks are unused by the device since V14 (div_h_ratio, order); kept so
-  // the GPU-checked kernels' parameter layout holds until the next GPU run can drop them.
-  int sq, sk, hq, h_ratio, b;
-  int num_m_blocks;
+  int sq, sk, hq, b;
   FastDiv div_h_ratio;  // x / h_ratio
   TileOrder order;
   float scale_log2;

@@ -129,11 +129,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.sq = p.sq;
   args.sk = p.sk;
   args.hq = p.hq;
-  args.h_ratio = p.h_ratio;
   args.b = p.b;
-  args.num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.div_h_ratio = FastDiv(p.h_ratio);
-  const int num_m_blocks = args.num_m_blocks;
+  const int num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
   args.causal = p.causal;
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
