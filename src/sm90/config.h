@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#ifndef FLASHATTN_SM90_CLAIM_LEAD
+#define FLASHATTN_SM90_CLAIM_LEAD 1
+#endif
+
 namespace flashattn::sm90 {
 
 template <int HeadDim, int BlockN, int Stages, bool Bf16,
@@ -49,6 +53,12 @@ struct Sm90FwdConfig {
   // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
   static constexpr bool kConditionalRescale = ConditionalRescale;
   static constexpr float kRescaleThreshold = 8.f;
+
+  // The next piece is claimed when the loader has issued all but this many key blocks of the
+  // current one (scheduler.h); -1: when the loader takes the current one (before V17). V17,
+  // causal ours/cuDNN at D=128 1k/2k/4k/16k: -1 1.075/1.077/1.083/1.113, 0 1.058/1.104/1.116/
+  // 1.121, 1 1.097/1.102/1.123/1.106, 2 1.084/1.104/1.123/1.137; D=64 and non-causal level.
+  static constexpr int kClaimLead = FLASHATTN_SM90_CLAIM_LEAD;
 
   // ---- threads ----
   static constexpr int kNumThreads = 128 * (kNumConsumerWarpgroups + 1);  // + producer warpgroup

@@ -76,11 +76,14 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     RingState ring;
 #pragma unroll 1
     for (uint32_t k = 0;; ++k) {
-      const WorkSlot w = work_take(bars, k, sched.code_end());  // the loader frees the slot at once
+      const WorkSlot w = work_take(bars, k);  // the loader frees the slot at once
       if (w.code >= sched.code_end()) break;
+      const uint32_t taken = smem_u32(&bars.sched_taken[k & 1]);
       if (w.n_hi > w.n_lo)
         producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
-                           args.div_h_ratio(w.h), w.b);
+                           args.div_h_ratio(w.h), w.b, taken);
+      else
+        claim_next(taken);
     }
     return;
   }

@@ -18,8 +18,12 @@ struct RingState {
 template <class Cfg>
 __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, const void* tmV,
                                               PipelineBarriers<Cfg::kStages>& bars, uint32_t smem, RingState& ring,
-                                              int m_block, int n_lo, int n_hi, int h, int hk, int b) {
+                                              int m_block, int n_lo, int n_hi, int h, int hk, int b,
+                                              uint32_t taken_bar) {
   using namespace arch;
+  // The scheduler claims the next piece once this one is down to its last kClaimLead key blocks
+  // (scheduler.h); shorter pieces, or kClaimLead < 0, at once.
+  if (Cfg::kClaimLead < 0 || n_hi - n_lo <= Cfg::kClaimLead) mbarrier_arrive(taken_bar);
   const uint32_t q_slot = ring.tiles % Cfg::kQStages;
   const uint32_t q_bar = smem_u32(&bars.q_full[q_slot]);
   // The slot's previous tile must have retired its last QK^T before its Q is overwritten.
@@ -51,6 +55,7 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
     for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
       tma_load_4d(smem + Cfg::kSmemV + stage * Cfg::kKVBytes + c * Cfg::kKVBoxBytes, tmV, v_full,
                   c * Cfg::kBoxCols, row, hk, b);
+    if (Cfg::kClaimLead >= 0 && n == n_lo + Cfg::kClaimLead) mbarrier_arrive(taken_bar);
     if (++stage == Cfg::kStages) {
       stage = 0;
       phase ^= 1;

@@ -89,12 +89,15 @@ __device__ __forceinline__ WorkSlot work_load(Bars& bars, uint32_t k) {
 // The scheduler thread (lane 0 of the producer group's second warp): walks this CTA's items
 // (static stride or the atomic counter), splits each into its pieces and publishes every piece
 // with its tile coordinates and key-block range, then an end marker. The slot of the k-th piece
-// is freed by the loader and by every consumer warp once they have read it. The next item is
-// claimed only once the loader has taken the current item's last piece, i.e. when the loader
-// starts on it, as when the loader claimed items itself: claiming earlier holds items a CTA
-// will not start for a while and unbalances the end of causal grids (the first V14 build, -3
-// to -5% causal). Doing this arithmetic in its own thread keeps it out of the loader's 24
-// registers (the loader computing stream-K ranges spilled).
+// is freed by the loader and by every consumer warp once they have read it. The next piece is
+// claimed only when the loader signals sched_taken for the current one: once it has issued the
+// loads of all but the last Cfg::kClaimLead key blocks (producer.h), i.e. a few key blocks
+// before the consumers finish the piece (V17), or when it takes the piece (kClaimLead < 0, V14-
+// V16). A claim made earlier holds an item the CTA will not start for a whole tile: claiming
+// two pieces ahead cost 3-5% causal (first V14 build), and the V16 trace showed one tile ahead
+// leaves CTAs that took a long causal tile late with another long one claimed behind it. Doing
+// this arithmetic in its own thread keeps it out of the loader's 24 registers (the loader
+// computing stream-K ranges spilled).
 template <class Cfg, class Bars>
 __device__ __forceinline__ void schedule_work(Bars& bars, const TileScheduler& sched, const AttnMask& mask) {
 #pragma unroll 1
@@ -139,13 +142,14 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
   return w;
 }
 
-// The loader thread (alone in its warp): waits, copies the slot and frees it.
+// The loader thread (alone in its warp): waits, copies the slot and frees it. It signals
+// sched_taken[k & 1] itself (claim_next), when the next item should be claimed.
 template <class Bars>
-__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k, int end) {
+__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
   arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
   const WorkSlot w = work_load(bars, k);
   arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
-  if (w.code < end) arch::mbarrier_arrive(arch::smem_u32(&bars.sched_taken[k & 1]));  // nobody waits for the end's
   return w;
 }
+__device__ __forceinline__ void claim_next(uint32_t taken_bar) { arch::mbarrier_arrive(taken_bar); }
 }  // namespace flashattn::sm90
