@@ -92,11 +92,11 @@ struct Sm90FwdConfig {
   static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
   // O staging for the TMA-store epilogue: a separate buffer (Q may already hold the next tile's
   // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x D/64 boxes of
-  // 64 x 128 B, 128B swizzle, for configs with room for it (D=128 causal, D=64). Three-group
+  // 64 x 128 B, 128B swizzle, for configs with room for it (D=128, D=64). Three-group
   // configs (160 registers) spilled 24 B with it before V16; since then they do not, and it
   // measured +1..+4% non-causal at S <= 8k but -1..-2% causal at S >= 8k (V16), so only the
   // non-causal ones (the StreamK argument: DefaultConfig passes !causal) take it.
-  // Without room for a buffer (D=128 non-causal, D=256), a group stages its O over its own rows
+  // Without room for a buffer (D=256; D=128 non-causal at BlockN 160), a group stages its O over its own rows
   // of the tile's Q slot (dead after its last QK^T; the other group reads only its own rows), and
   // the slot goes back to the producer only once the TMA store has read it. With two Q slots the
   // next tile's Q is already in the other one; with one (D=256) it loads after that read, which
