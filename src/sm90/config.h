@@ -96,11 +96,11 @@ struct Sm90FwdConfig {
   // configs (160 registers) spilled 24 B with it before V16; since then they do not, and it
   // measured +1..+4% non-causal at S <= 8k but -1..-2% causal at S >= 8k (V16), so only the
   // non-causal ones (the StreamK argument: DefaultConfig passes !causal) take it.
-  // Without room for a buffer (D=256; D=128 non-causal at BlockN 160), a group stages its O over its own rows
-  // of the tile's Q slot (dead after its last QK^T; the other group reads only its own rows), and
-  // the slot goes back to the producer only once the TMA store has read it. With two Q slots the
-  // next tile's Q is already in the other one; with one (D=256) it loads after that read, which
-  // still measured +2..+8% over direct stores at D=256 (V16).
+  // Without room for a buffer (D=256; D=128 non-causal at BlockN 160), a group stages its O
+  // over its own rows of the tile's Q slot (dead after its last QK^T; the other group reads only
+  // its own rows), and the slot goes back to the producer only once the TMA store has read it.
+  // With two Q slots the next tile's Q is already in the other one; with one (D=256) it loads
+  // after that read, which still measured +2..+8% over direct stores at D=256 (V16).
   static constexpr bool kTmaStoreOwnBuffer = TmaStoreEpilogue && (kNumConsumerWarpgroups == 2 || StreamK) &&
                                              kSmemMainBytes + kQBytes + kSmemAlign <= 227 * 1024 - 256;
   static constexpr bool kTmaStoreInQ = TmaStoreEpilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
