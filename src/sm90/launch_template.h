@@ -14,6 +14,7 @@
 #include "api/backends.h"
 #include "sm90/kernel.h"
 #include "sm90/stream_k_host.h"
+#include "sm90/table_config.h"
 #include "sm90/trace_host.h"
 
 namespace flashattn::sm90 {
@@ -69,10 +70,6 @@ inline int num_sms() {
 // kCausalOneCtaPerTileSeqLen on (D=256, see config.h).
 #ifndef FLASHATTN_SM90_SCHED_CAUSAL
 #define FLASHATTN_SM90_SCHED_CAUSAL -1
-#endif
-// Stream-K tail for non-causal persistent launches (stream_k.h): on (1) or off (0).
-#ifndef FLASHATTN_SM90_STREAM_K
-#define FLASHATTN_SM90_STREAM_K 1
 #endif
 
 // Tile counters for dynamic scheduling: a per-device pool of zeroed {next, finished} pairs,
@@ -193,63 +190,6 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     return {StatusCode::kCudaError, std::string("backend sm90: launch: ") + cudaGetErrorString(err)};
   return Status::Ok();
 }
-
-// Ablation builds flip the optimisation flags for every head dim at once
-// (e.g. -DFLASHATTN_SM90_PINGPONG=0); the defaults are the shipped configuration.
-#ifndef FLASHATTN_SM90_PERSISTENT
-#define FLASHATTN_SM90_PERSISTENT 1
-#endif
-#ifndef FLASHATTN_SM90_OVERLAP
-#define FLASHATTN_SM90_OVERLAP 1
-#endif
-#ifndef FLASHATTN_SM90_PINGPONG
-#define FLASHATTN_SM90_PINGPONG FLASHATTN_SM90_OVERLAP
-#endif
-// -1: per head dim from Sm90TileTable (on for D=256); 0/1 force it off/on everywhere.
-#ifndef FLASHATTN_SM90_COND_RESCALE
-#define FLASHATTN_SM90_COND_RESCALE -1
-#endif
-#ifndef FLASHATTN_SM90_TMA_STORE
-#define FLASHATTN_SM90_TMA_STORE 1
-#endif
-// Separate masked/unmasked key-tile loops: -1 = per head dim and mask (table), 0/1 force it.
-#ifndef FLASHATTN_SM90_SPLIT_MASKED_LOOP
-#define FLASHATTN_SM90_SPLIT_MASKED_LOOP -1
-#endif
-// Non-causal mid-length kernel (Sm90TileTable<D>::kBlockNMidSeq) on (1) or off (0).
-#ifndef FLASHATTN_SM90_MID_SEQ
-#define FLASHATTN_SM90_MID_SEQ 1
-#endif
-
-// Two Q buffers where they fit (config.h kQStages): 1 on, 0 off.
-#ifndef FLASHATTN_SM90_DOUBLE_Q
-#define FLASHATTN_SM90_DOUBLE_Q 1
-#endif
-
-// A table configuration: the tile shape and per-config flags given, the ablation switches
-// (FLASHATTN_SM90_*) and the head dim's table entries filling in the rest.
-template <int D, bool Bf16, int BlockN, int Stages, int ConsumerWarpgroups, bool SplitMaskedLoop, bool StreamK>
-using TableConfig = Sm90FwdConfig<D, BlockN, Stages, Bf16, FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
-                                  FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
-                                  FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
-                                                                  : FLASHATTN_SM90_COND_RESCALE != 0,
-                                  FLASHATTN_SM90_TMA_STORE != 0,
-                                  FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0 ? SplitMaskedLoop
-                                                                       : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0,
-                                  StreamK && FLASHATTN_SM90_STREAM_K != 0, FLASHATTN_SM90_DOUBLE_Q != 0>;
-
-// The configuration each (head dim, dtype, mask) dispatches to.
-template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
-using DefaultConfig =
-    TableConfig<D, Bf16, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
-                Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, ConsumerWarpgroups,
-                Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop, !Causal>;
-
-// Non-causal at mid sequence lengths (table: kBlockNMidSeq for kMidSeqLo <= Sk < kMidSeqHi):
-// another key-tile width, with split masked/unmasked loops.
-template <int D, bool Bf16>
-using MidSeqConfig = TableConfig<D, Bf16, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages,
-                                 Sm90TileTable<D>::kConsumerWarpgroups, true, true>;
 
 // Defined in instantiations/fwd_d{64,128,256}.cu.
 template <int D, bool Bf16>

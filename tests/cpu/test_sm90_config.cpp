@@ -1,0 +1,148 @@
+// The shipped sm90 configurations (src/sm90/table_config.h): their shared-memory layout fits,
+// every region starts on the 1 KiB swizzle repeat, no two regions overlap, and the O staging of
+// the TMA-store epilogue lies where the kernel may write it: an own buffer, or (kTmaStoreInQ)
+// exactly the rows of the tile's Q slot that the writing consumer group's QK^T reads, so a
+// group never overwrites rows the other group may still be reading.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sm90/table_config.h"
+
+namespace {
+
+using namespace flashattn::sm90;
+
+struct Region {
+  std::string name;
+  uint64_t lo, hi;  // [lo, hi)
+};
+
+struct Layout {
+  std::string name;
+  int q_stages, groups, boxes, block_m, head_dim;
+  bool own_buffer, in_q;
+  uint64_t q_bytes, q_box_bytes, smem_bytes, dynamic_bytes;
+  std::vector<Region> regions;                   // Q slots, K and V stages, O buffer
+  std::vector<std::vector<Region>> staging;      // [group] the 64 x 128 B boxes it writes
+};
+
+template <class Cfg>
+Layout layout(const std::string& name) {
+  Layout l{name, Cfg::kQStages, Cfg::kNumConsumerWarpgroups, Cfg::kBoxesPerRow, Cfg::kBlockM, Cfg::kHeadDim,
+           Cfg::kTmaStoreOwnBuffer, Cfg::kTmaStoreInQ, Cfg::kQBytes, Cfg::kQBoxBytes, Cfg::kSmemBytes,
+           Cfg::kDynamicSmemBytes, {}, {}};
+  for (int s = 0; s < Cfg::kQStages; ++s)
+    l.regions.push_back({"Q" + std::to_string(s), Cfg::kSmemQ + uint64_t(s) * Cfg::kQBytes,
+                         Cfg::kSmemQ + uint64_t(s + 1) * Cfg::kQBytes});
+  for (int s = 0; s < Cfg::kStages; ++s) {
+    l.regions.push_back({"K" + std::to_string(s), Cfg::kSmemK + uint64_t(s) * Cfg::kKVBytes,
+                         Cfg::kSmemK + uint64_t(s + 1) * Cfg::kKVBytes});
+    l.regions.push_back({"V" + std::to_string(s), Cfg::kSmemV + uint64_t(s) * Cfg::kKVBytes,
+                         Cfg::kSmemV + uint64_t(s + 1) * Cfg::kKVBytes});
+  }
+  if (Cfg::kTmaStoreOwnBuffer) l.regions.push_back({"O", Cfg::kSmemO, Cfg::kSmemO + Cfg::kQBytes});
+  if (Cfg::kTmaStoreEpilogue) {
+    // The epilogue's staging address of box c, group g (epilogue.h), for Q slot 1 if there is one.
+    const uint64_t base = Cfg::kTmaStoreInQ ? Cfg::kSmemQ + uint64_t(Cfg::kQStages - 1) * Cfg::kQBytes : Cfg::kSmemO;
+    for (int g = 0; g < Cfg::kNumConsumerWarpgroups; ++g) {
+      l.staging.emplace_back();
+      for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
+        const uint64_t lo = base + uint64_t(c) * Cfg::kOBoxStride + uint64_t(g) * Cfg::kOGroupStride;
+        l.staging.back().push_back({"O g" + std::to_string(g) + " box" + std::to_string(c), lo, lo + Cfg::kOBoxBytes});
+      }
+    }
+  }
+  return l;
+}
+
+std::vector<Layout> shipped() {
+  std::vector<Layout> v;
+  v.push_back(layout<DefaultConfig<64, true, false>>("d64 non-causal"));
+  v.push_back(layout<DefaultConfig<64, true, true>>("d64 causal"));
+  v.push_back(layout<DefaultConfig<64, true, true, Sm90TileTable<64>::kConsumerWarpgroupsShortCausal>>(
+      "d64 short causal"));
+  v.push_back(layout<DefaultConfig<128, true, false>>("d128 non-causal"));
+  v.push_back(layout<DefaultConfig<128, false, true>>("d128 causal fp16"));
+  v.push_back(layout<DefaultConfig<256, true, false>>("d256 non-causal"));
+  v.push_back(layout<DefaultConfig<256, true, true>>("d256 causal"));
+  // Not dispatched today, but the Q-slot staging with two slots is only exercised here.
+  v.push_back(layout<TableConfig<128, true, 160, 2, 2, true, true>>("d128 BlockN 160"));
+  return v;
+}
+
+TEST(Sm90Config, RegionsFitAlignAndDoNotOverlap) {
+  for (const Layout& l : shipped()) {
+    SCOPED_TRACE(l.name);
+    EXPECT_LE(l.dynamic_bytes, 227u * 1024u);
+    for (size_t i = 0; i < l.regions.size(); ++i) {
+      const Region& a = l.regions[i];
+      EXPECT_EQ(a.lo % 1024, 0u) << a.name;
+      EXPECT_LE(a.hi, l.smem_bytes) << a.name;
+      for (size_t j = i + 1; j < l.regions.size(); ++j) {
+        const Region& b = l.regions[j];
+        EXPECT_TRUE(a.hi <= b.lo || b.hi <= a.lo) << a.name << " overlaps " << b.name;
+      }
+    }
+  }
+}
+
+TEST(Sm90Config, StagingIsTheGroupsOwnRowsOrItsOwnBuffer) {
+  for (const Layout& l : shipped()) {
+    SCOPED_TRACE(l.name);
+    if (l.staging.empty()) continue;
+    ASSERT_EQ(int(l.staging.size()), l.groups);
+    const Region* q_last = nullptr;
+    const Region* o_buf = nullptr;
+    for (const Region& r : l.regions) {
+      if (r.name == "Q" + std::to_string(l.q_stages - 1)) q_last = &r;
+      if (r.name == "O") o_buf = &r;
+    }
+    ASSERT_NE(q_last, nullptr);
+    for (int g = 0; g < l.groups; ++g)
+      for (int c = 0; c < l.boxes; ++c) {
+        const Region& s = l.staging[g][c];
+        EXPECT_EQ(s.lo % 1024, 0u) << s.name;  // the 128B swizzle pattern repeats every 1 KiB
+        if (l.in_q) {
+          // Q box c holds rows 0..block_m-1 at 128 B each: group g's rows are 64g..64g+63.
+          EXPECT_EQ(s.lo, q_last->lo + uint64_t(c) * l.q_box_bytes + uint64_t(g) * 64 * 128) << s.name;
+        } else {
+          ASSERT_NE(o_buf, nullptr);
+          EXPECT_TRUE(s.lo >= o_buf->lo && s.hi <= o_buf->hi) << s.name;
+        }
+        for (int g2 = 0; g2 < l.groups; ++g2)
+          for (int c2 = 0; c2 < l.boxes; ++c2) {
+            const Region& t = l.staging[g2][c2];
+            if (g2 == g && c2 == c) continue;
+            EXPECT_TRUE(s.hi <= t.lo || t.hi <= s.lo) << s.name << " overlaps " << t.name;
+          }
+      }
+  }
+}
+
+// What the table ships (V16/V17 measured these choices; a change here should be a decision).
+TEST(Sm90Config, ShippedChoices) {
+  const std::vector<Layout> v = shipped();
+  auto get = [&](const std::string& n) -> const Layout& {
+    for (const Layout& l : v)
+      if (l.name == n) return l;
+    ADD_FAILURE() << n;
+    return v.front();
+  };
+  EXPECT_EQ(get("d128 non-causal").q_stages, 2);
+  EXPECT_TRUE(get("d128 non-causal").own_buffer);
+  EXPECT_EQ(get("d128 causal fp16").q_stages, 2);
+  EXPECT_TRUE(get("d128 causal fp16").own_buffer);
+  EXPECT_EQ(get("d256 non-causal").q_stages, 1);  // no room: O staged over the one Q slot
+  EXPECT_TRUE(get("d256 non-causal").in_q);
+  EXPECT_TRUE(get("d256 causal").in_q);
+  EXPECT_TRUE(get("d64 non-causal").own_buffer);  // three groups: non-causal only (V16)
+  EXPECT_FALSE(get("d64 causal").own_buffer || get("d64 causal").in_q);
+  EXPECT_TRUE(get("d64 short causal").own_buffer);
+  EXPECT_TRUE(get("d128 BlockN 160").in_q);
+  EXPECT_EQ(get("d128 BlockN 160").q_stages, 2);
+}
+
+}  // namespace
