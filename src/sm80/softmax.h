@@ -64,6 +64,14 @@ struct OnlineSoftmax {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
   }
 
+  // max(m, row (mt, h) of rS over the quad): the row's new running max before any lazy test.
+  template <int kNS>
+  __device__ __forceinline__ static float tile_row_max(const float (&rS)[kMT][kNS][4], int mt, int h, float m) {
+#pragma unroll
+    for (int nt = 0; nt < kNS; ++nt) m = fmaxf(m, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
+    return quad_max(m);
+  }
+
   // Turns scores rS into unnormalized probabilities, rescaling rO and the sums to the new max.
   template <int kNS, int kNO>
   __device__ __forceinline__ void step(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2) {
@@ -83,10 +91,7 @@ struct OnlineSoftmax {
       for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float mx = row_max[mt][h];
-#pragma unroll
-          for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
-          mx = quad_max(mx);
+          const float mx = tile_row_max(rS, mt, h, row_max[mt][h]);
           const float m_sub = exp2_offset(mx, scale_log2);
           const float alpha = rescale_factor(row_max[mt][h], m_sub, scale_log2);
           row_max[mt][h] = mx;
@@ -112,10 +117,7 @@ struct OnlineSoftmax {
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float m = row_max[mt][h];
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) m = fmaxf(m, fmaxf(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]));
-        mx[mt][h] = quad_max(m);
+        mx[mt][h] = tile_row_max(rS, mt, h, row_max[mt][h]);
         // In the log2 domain; -inf - -inf (nothing visible yet) is NaN and compares false.
         const float d = Cfg::kFoldedExp2 ? (mx[mt][h] - row_max[mt][h]) * scale_log2 : mx[mt][h] - row_max[mt][h];
         grow |= d > kLazyMaxLog2;

@@ -80,16 +80,17 @@ struct Sm90FwdConfig {
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * kElemBytes;  // one K or V tile
   static constexpr uint32_t kQBoxBytes = kBlockM * 128;
   static constexpr uint32_t kKVBoxBytes = kBlockN * 128;
+  static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
+  // Whether `bytes` of dynamic smem, plus the slack to align its base, fit the 227 KiB opt-in
+  // next to the static barriers.
+  static constexpr bool smem_fits(uint32_t bytes) { return bytes + kSmemAlign <= 227 * 1024 - 256; }
   // Two Q buffers (persistent configs with the room): tile i+1's Q loads while tile i runs, so
   // the tile boundary no longer waits for a Q fetch issued when tile i's last QK^T retired.
-  static constexpr uint32_t kRingBytes = 2 * Stages * kKVBytes;
-  static constexpr int kQStages =
-      DoubleQ && Persistent && 2 * kQBytes + kRingBytes + 1024 <= 227 * 1024 - 256 ? 2 : 1;
+  static constexpr int kQStages = DoubleQ && Persistent && smem_fits(2 * kQBytes + 2 * Stages * kKVBytes) ? 2 : 1;
   static constexpr uint32_t kSmemQ = 0;  // Q slot s at kSmemQ + s * kQBytes
   static constexpr uint32_t kSmemK = kSmemQ + kQStages * kQBytes;
   static constexpr uint32_t kSmemV = kSmemK + kStages * kKVBytes;
   static constexpr uint32_t kSmemMainBytes = kSmemV + kStages * kKVBytes;
-  static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
   // O staging for the TMA-store epilogue: a separate buffer (Q may already hold the next tile's
   // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x D/64 boxes of
   // 64 x 128 B, 128B swizzle, for configs with room for it (D=128, D=64). Three-group
@@ -102,7 +103,7 @@ struct Sm90FwdConfig {
   // With two Q slots the next tile's Q is already in the other one; with one (D=256) it loads
   // after that read, which still measured +2..+8% over direct stores at D=256 (V16).
   static constexpr bool kTmaStoreOwnBuffer = TmaStoreEpilogue && (kNumConsumerWarpgroups == 2 || StreamK) &&
-                                             kSmemMainBytes + kQBytes + kSmemAlign <= 227 * 1024 - 256;
+                                             smem_fits(kSmemMainBytes + kQBytes);
   static constexpr bool kTmaStoreInQ = TmaStoreEpilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
   static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;
   static constexpr uint32_t kSmemO = kSmemMainBytes;
@@ -148,7 +149,6 @@ struct Sm90TileTable<64> {
   static constexpr int kCausalOneCtaPerTileSeqLen = 0;  // 0: always dynamic persistent
   // V13: -1..-4% (three groups at 160 registers spill 24 B with the overlap).
   static constexpr bool kSplitMaskedLoop = false, kSplitMaskedLoopCausal = false;
-  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
 #ifndef FLASHATTN_SM90_D128_BLOCKN
 #define FLASHATTN_SM90_D128_BLOCKN 128
@@ -166,8 +166,8 @@ struct Sm90TileTable<128> {
   // V13: causal (BlockN 128, no spill) +1% at 2k, +3% at 4k, +7% at 16k; non-causal BlockN 160
   // +1.5..+2% at 2k-4k (BlockN 176 spilled 24 B with it and lost 2-6%).
   static constexpr bool kSplitMaskedLoop = true, kSplitMaskedLoopCausal = true;
-  // V13-V15: BlockN 160 for 2048 <= Sk < 8192 and 176 elsewhere; one width since V16.
-  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
+  // V13-V15 ran BlockN 160 for 2048 <= Sk < 8192 (a second, mid-length kernel) and 176
+  // elsewhere; one width since V16.
 };
 #ifndef FLASHATTN_SM90_D256_BLOCKN
 #define FLASHATTN_SM90_D256_BLOCKN 80
@@ -185,7 +185,6 @@ struct Sm90TileTable<256> {
   static constexpr int kCausalOneCtaPerTileSeqLen = 2048;
   // V13: +2% at 2k, causal and not (no spill).
   static constexpr bool kSplitMaskedLoop = true, kSplitMaskedLoopCausal = true;
-  static constexpr int kBlockNMidSeq = 0, kMidSeqLo = 0, kMidSeqHi = 0;  // none
 };
 
 }  // namespace flashattn::sm90

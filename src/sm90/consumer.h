@@ -124,9 +124,10 @@ struct Consumer {
   }
 
   // The tile's last QK^T retired: its Q slot may be reloaded. kTmaStoreInQ: the epilogue stages
-  // O there, so the kernel releases the slot after the mainloop.
+  // O there, so the kernel releases the slot after the mainloop (release_q_slot).
+  __device__ __forceinline__ void release_q_slot() { release(bars.q_empty[q_slot()]); }
   __device__ __forceinline__ void release_q() {
-    if constexpr (!Cfg::kTmaStoreInQ) release(bars.q_empty[q_slot()]);
+    if constexpr (!Cfg::kTmaStoreInQ) release_q_slot();
   }
 
   // One arrival per consumer warp (empty barriers count 8): this warp's wgmma reads are done.

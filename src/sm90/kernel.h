@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
                            args.div_h_ratio(w.h), w.b, taken);
       else
-        claim_next(taken);
+        mbarrier_arrive(taken);  // nothing to load: the next piece may be claimed now
     }
     return;
   }
@@ -116,12 +116,12 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       sched.piece_of_code(w.code, p);
       whole = p.slot < 0;
       if (!whole) {
-        if (Cfg::kTmaStoreInQ && had_q) c.release(bars.q_empty[c.q_slot()]);
+        if (Cfg::kTmaStoreInQ && had_q) c.release_q_slot();
         store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
       }
     }
     const bool tma_epilogue = Cfg::kTmaStoreEpilogue && args.o_tma && whole && (!Cfg::kTmaStoreInQ || had_q);
-    if (Cfg::kTmaStoreInQ && whole && had_q && !args.o_tma) c.release(bars.q_empty[c.q_slot()]);
+    if (Cfg::kTmaStoreInQ && whole && had_q && !args.o_tma) c.release_q_slot();
     if (store) {
       if (tma_epilogue)
         epilogue_store_tma<Cfg>(&tmO, smem, bars, c.q_slot(), args, c.rO, c.sm, w.b, w.h, m0, c.wg);

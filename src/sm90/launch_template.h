@@ -16,6 +16,7 @@
 #include "sm90/stream_k_host.h"
 #include "sm90/table_config.h"
 #include "sm90/trace_host.h"
+#include "sm90/workspace.h"
 
 namespace flashattn::sm90 {
 
@@ -86,22 +87,9 @@ inline int* next_tile_counter(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu);
   if (pools[dev] == nullptr) {
     // First use allocates and zeroes synchronously; not allowed while capturing a graph.
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    int* p = nullptr;
-    if (cudaMalloc(&p, kPairs * 2 * sizeof(int)) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    if (cudaMemset(p, 0, kPairs * 2 * sizeof(int)) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-      cudaGetLastError();
-      cudaFree(p);
-      return nullptr;
-    }
-    pools[dev] = p;
+    if (!can_allocate_now(stream)) return nullptr;
+    pools[dev] = static_cast<int*>(alloc_zeroed(kPairs * 2 * sizeof(int)));
+    if (pools[dev] == nullptr) return nullptr;
   }
   return pools[dev] + 2 * (next[dev]++ % kPairs);
 }
@@ -200,9 +188,6 @@ Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
   using T = Sm90TileTable<D>;
-  if constexpr (T::kBlockNMidSeq > 0 && FLASHATTN_SM90_MID_SEQ) {
-    if (!p.causal && p.sk >= T::kMidSeqLo && p.sk < T::kMidSeqHi) return launch_fwd<MidSeqConfig<D, Bf16>>(p, stream);
-  }
   if (!p.causal) return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
   if constexpr (T::kConsumerWarpgroupsShortCausal != T::kConsumerWarpgroups) {
     if (p.sq < T::kShortCausalSeqLen)

@@ -142,8 +142,8 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
   return w;
 }
 
-// The loader thread (alone in its warp): waits, copies the slot and frees it. It signals
-// sched_taken[k & 1] itself (claim_next), when the next item should be claimed.
+// The loader thread (alone in its warp): waits, copies the slot and frees it. It arrives on
+// sched_taken[k & 1] itself (producer_tile), when the next item should be claimed.
 template <class Bars>
 __device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
   arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
@@ -151,5 +151,4 @@ __device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
   arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
   return w;
 }
-__device__ __forceinline__ void claim_next(uint32_t taken_bar) { arch::mbarrier_arrive(taken_bar); }
 }  // namespace flashattn::sm90

@@ -32,10 +32,6 @@
 #ifndef FLASHATTN_SM90_SPLIT_MASKED_LOOP
 #define FLASHATTN_SM90_SPLIT_MASKED_LOOP -1
 #endif
-// Non-causal mid-length kernel (Sm90TileTable<D>::kBlockNMidSeq) on (1) or off (0).
-#ifndef FLASHATTN_SM90_MID_SEQ
-#define FLASHATTN_SM90_MID_SEQ 1
-#endif
 
 // Two Q buffers where they fit (config.h kQStages): 1 on, 0 off.
 #ifndef FLASHATTN_SM90_DOUBLE_Q
@@ -62,11 +58,5 @@ using DefaultConfig =
     TableConfig<D, Bf16, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
                 Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, ConsumerWarpgroups,
                 Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop, !Causal>;
-
-// Non-causal at mid sequence lengths (table: kBlockNMidSeq for kMidSeqLo <= Sk < kMidSeqHi):
-// another key-tile width, with split masked/unmasked loops.
-template <int D, bool Bf16>
-using MidSeqConfig = TableConfig<D, Bf16, Sm90TileTable<D>::kBlockNMidSeq, Sm90TileTable<D>::kStages,
-                                 Sm90TileTable<D>::kConsumerWarpgroups, true, true>;
 
 }  // namespace flashattn::sm90

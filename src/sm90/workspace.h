@@ -1,4 +1,5 @@
-// Host side: the stream-K tail's workspace (sm90/stream_k_merge.h), one buffer per (device,
+// Host side: zeroed device buffers (can_allocate_now, alloc_zeroed; also the tile-counter pool)
+// and the stream-K tail's workspace (sm90/stream_k_merge.h), one buffer per (device,
 // stream). Launches on one stream run in order, so they can share a buffer; the kernel leaves
 // its counters at zero. A buffer is never freed while the process runs: a CUDA graph captured
 // with it keeps the pointer, so growing allocates a new one and keeps the old.
@@ -12,8 +13,35 @@
 
 namespace flashattn::sm90 {
 
-// A workspace of at least `bytes`, zeroed when allocated, for launches on `stream`; null when none can be had (too many streams, out of memory, or a graph capture that would
-// need a new allocation): the caller then runs without the split.
+// Whether `stream` may take synchronous allocations: false while it is being captured into a
+// graph (or when that cannot be told; the error is cleared).
+inline bool can_allocate_now(cudaStream_t stream) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+// A device buffer of `bytes`, zeroed and synchronised; null (error cleared) if it cannot be had.
+inline void* alloc_zeroed(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(p);
+    return nullptr;
+  }
+  return p;
+}
+
+// A workspace of at least `bytes`, zeroed when allocated, for launches on `stream`; null when
+// none can be had (too many streams, out of memory, or a graph capture that would need a new
+// allocation): the caller then runs without the split.
 inline void* stream_workspace(cudaStream_t stream, size_t bytes) {
   struct Entry {
     int dev;
@@ -35,22 +63,10 @@ inline void* stream_workspace(cudaStream_t stream, size_t bytes) {
     if (x.dev == dev && x.stream == stream) e = &x;
   if (e != nullptr && e->bytes >= bytes) return e->ptr;
   if (e == nullptr && entries.size() >= kMaxEntries) return nullptr;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
+  if (!can_allocate_now(stream)) return nullptr;
   // Zero all of it (the counters must be; the slots need not, but a defined start helps sanitizers).
-  if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-    cudaGetLastError();
-    cudaFree(p);
-    return nullptr;
-  }
+  void* p = alloc_zeroed(bytes);
+  if (p == nullptr) return nullptr;
   if (e != nullptr) {
     e->ptr = p;  // the old buffer stays allocated (a captured graph may still use it)
     e->bytes = bytes;
