@@ -13,6 +13,8 @@ FLOPs = 4*B*H*Sq*Sk*D, halved for causal (Sq == Sk).
     python bench/compare.py                  # full grid, backend auto, docs/perf/
     python bench/compare.py --quick          # a few points
     python bench/compare.py --backend sm90 --dims 128 --seqlens 1024,4096 --causal no
+    python bench/compare.py --impls cudnn --dims 128 --seqlens 2048 --causal no --no-seed
+                                             # cuDNN alone (e.g. under ncu: scripts/profile-sm90.sh)
 """
 from __future__ import annotations
 
@@ -189,6 +191,19 @@ def sdpa_fn(backend, qt, kt, vt, causal):
     return run
 
 
+def check_ours(row, q, k, v, causal, backend):
+    """Runs ours once and checks it against the fp32 reference; sets row's status."""
+    try:
+        row["resolved"] = flashattn.which_backend(q, k, v, causal=causal, backend=backend)
+        out, lse = flashattn.flash_attn_forward(q, k, v, None, causal, backend=backend)
+        torch.cuda.synchronize()
+        row["check"] = check(out, lse, q, k, v, causal)
+        row["status"] = "ok" if row["check"]["pass"] else "FAIL"
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        row["status"] = "ERROR"
+        row["error"] = f"{type(e).__name__}: {e}"
+
+
 def run_point(pt, args):
     B, S, H, D, causal, dtype = pt["B"], pt["S"], pt["H"], pt["D"], pt["causal"], pt["dtype"]
     dt = DTYPES[dtype]
@@ -200,22 +215,17 @@ def run_point(pt, args):
     q, k, v = rnd(), rnd(), rnd()
     flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
     row = dict(pt, flops=flops)
-    try:
-        row["resolved"] = flashattn.which_backend(q, k, v, causal=causal, backend=args.backend)
-        out, lse = flashattn.flash_attn_forward(q, k, v, None, causal, backend=args.backend)
-        torch.cuda.synchronize()
-        row["check"] = check(out, lse, q, k, v, causal)
-        row["status"] = "ok" if row["check"]["pass"] else "FAIL"
-    except (ValueError, NotImplementedError, RuntimeError) as e:
-        row["status"] = "ERROR"
-        row["error"] = f"{type(e).__name__}: {e}"
+    if "ours" in args.impls:
+        check_ours(row, q, k, v, causal, args.backend)
+    else:
+        row["status"] = "skipped"  # nothing of ours runs: neither checked nor timed
     ours = lambda: flashattn.flash_attn_forward(q, k, v, None, causal, backend=args.backend)  # noqa
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D) views for SDPA
     for name, fn in (("ours", ours if row["status"] == "ok" else None),
                      ("cudnn", sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)),
                      ("fa2", sdpa_fn(SDPBackend.FLASH_ATTENTION, qt, kt, vt, causal))):
         row[f"{name}_ms"] = row[f"{name}_tflops"] = None
-        if fn is None:
+        if fn is None or name not in args.impls:
             continue
         try:
             if name != "ours" and args.check_sdpa:
@@ -345,11 +355,16 @@ def main(argv=None):
     ap.add_argument("--timer", default="eager", choices=["eager", "graph"],
                     help="eager: time the Python call; graph: time a CUDA-graph replay of it "
                          "(kernel time without host overhead), for all implementations alike")
+    ap.add_argument("--impls", type=lambda s: s.split(","), default=["ours", "cudnn", "fa2"],
+                    help="which to run, comma-separated subset of ours,cudnn,fa2 (without ours "
+                         "nothing of ours is checked or timed)")
     ap.add_argument("--check-sdpa", action="store_true",
                     help="also report cuDNN's and FA2's max error vs the fp32 reference")
     ap.add_argument("--out", default=str(REPO / "docs" / "perf"), help="output folder")
     ap.add_argument("--name", default=None, help="file stem (default compare-<backend>[-quick])")
     args = ap.parse_args(argv)
+    if not args.impls or set(args.impls) - {"ours", "cudnn", "fa2"}:
+        ap.error("--impls: a comma-separated subset of ours,cudnn,fa2")
     if args.quick:
         args.dims, args.seqlens = [128], [1024, 4096]
 
@@ -390,7 +405,7 @@ def main(argv=None):
     except ImportError as e:
         print(f"no plot: {e}")
     print(f"\nwrote {out / (stem + '.json')} and {out / (stem + '.png')}")
-    return 1 if any(r["status"] != "ok" for r in rows) else 0
+    return 1 if any(r["status"] not in ("ok", "skipped") for r in rows) else 0
 
 
 if __name__ == "__main__":

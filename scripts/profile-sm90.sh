@@ -44,7 +44,7 @@ for sh in "${shapes[@]}"; do
     "$build/tools/bench/flashattn-bench" --backend sm90 -b $b --heads $h -s $s -d $d --dtype bf16 "${causal[@]}" --warmup 3 --iters 1 \
     >"$out/ncu/ours-$tag.csv" 2>"$out/ncu/ours-$tag.err"
   ncu --clock-control none "${sections[@]}" --kernel-name regex:'sdpa|fprop|fmha|flash' --launch-skip 3 --launch-count 1 --csv --page raw \
-    python3 tests/gpu/bench_cudnn_sm90.py "$d:$c:1:$s" >"$out/ncu/cudnn-$tag.csv" 2>"$out/ncu/cudnn-$tag.err"
+    python3 bench/compare.py --impls cudnn --no-seed --dims "$d" --seqlens "$s" --causal "$([ "$c" = 1 ] && echo yes || echo no)" --out "$out/ncu/cmp-$tag" >"$out/ncu/cudnn-$tag.csv" 2>"$out/ncu/cudnn-$tag.err"
   for who in ours cudnn; do
     echo "== $who $tag"
     pick "$out/ncu/$who-$tag.csv"

@@ -1,5 +1,6 @@
-# FA2 (PyTorch SDPA, FLASH_ATTENTION backend) on the standard grid, same CSV columns as
-# `flashattn-sm80-tune --grid`; run in the same session for side-by-side numbers.
+# FA2 (PyTorch SDPA, FLASH_ATTENTION backend) on the standard grid, same CSV columns and the same
+# back-to-back CUDA-event medians as `flashattn-sm80-tune --grid`; run in the same session for side-by-side
+# numbers while tuning the sm80 family. The yardstick for reported numbers is bench/compare.py.
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel

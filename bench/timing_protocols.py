@@ -7,7 +7,7 @@ power effects when two harnesses disagree about a ratio.
                 triton's do_bench and ncu's cache control)
   idle          synchronize and sleep 5 ms on the host before each call (GPU idle between calls)
 
-    FLASHATTN_LIBRARY=... python3 tests/gpu/timing_protocols.py [D:causal:S ...]   (bf16, 16k tokens)
+    FLASHATTN_LIBRARY=... python3 bench/timing_protocols.py [D:causal:S ...]   (bf16, 16k tokens)
 """
 import sys
 import time
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import flashattn  # noqa: E402
 
 

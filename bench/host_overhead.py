@@ -4,7 +4,7 @@ SDPA's cuDNN backend, on a problem so small that the host is the bottleneck; the
 of flash_attn_func. Under triton's do_bench (a 256 MB memset before each call) host time
 beyond the memset's ~80 us shows up as kernel time, so it must stay well below that.
 
-    FLASHATTN_LIBRARY=... python3 tests/gpu/host_overhead.py
+    FLASHATTN_LIBRARY=... python3 bench/host_overhead.py
 """
 import cProfile
 import io
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import flashattn  # noqa: E402
 from flashattn import _lib, _torch  # noqa: E402
 

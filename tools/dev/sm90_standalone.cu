@@ -1,7 +1,9 @@
-// Standalone check + timing of the sm90 family, calling flashattn::detail::sm90_forward directly
-// (does not need the API layer). Build: tests/gpu/build_test_sm90.sh. Usage:
-//   test_sm90_standalone check            correctness sweep (awkward seqlens, GQA, causal, dtypes, lse)
-//   test_sm90_standalone bench D causal bf16 [S...]   TFLOPS on the standard grid (B*S = 16k, H = 2048/D)
+// Dev harness, not a test: it calls flashattn::detail::sm90_forward directly, around the public API.
+// Standalone check + timing of the sm90 family, for ablation builds of the kernels alone (no API
+// layer, no CMake). The tests are tests/gpu (gtest, through the API); the yardsticks are
+// bench/compare.py and bench/lib_ab.py. Build: tools/dev/build_sm90_standalone.sh. Usage:
+//   sm90_standalone check            correctness sweep (awkward seqlens, GQA, causal, dtypes, lse)
+//   sm90_standalone bench D causal bf16 [S...]   TFLOPS on the standard grid (B*S = 16k, H = 2048/D)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
