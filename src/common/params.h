@@ -1,5 +1,7 @@
-// Internal, validated description of one forward call. Built by src/api from ForwardArgs;
-// every family launcher takes this and nothing else.
+// Internal, validated description of one attention call. Built by src/api from the public
+// argument structs; every family launcher takes these and nothing else. AttnParams is what
+// both directions share; FwdParams adds the forward's outputs (BwdParams will add dout, the
+// forward's out/lse and the gradients the same way).
 #pragma once
 
 #include <cstdint>
@@ -14,33 +16,35 @@ namespace flashattn::detail {
 
 enum class ElemType : int { kFloat16 = 0, kBFloat16 = 1 };
 
-struct FwdParams {
-  const void* q = nullptr;  // (B, Sq, Hq, D)
-  const void* k = nullptr;  // (B, Sk, Hkv, D)
-  const void* v = nullptr;  // (B, Sk, Hkv, D)
-  void* o = nullptr;        // (B, Sq, Hq, D)
-  float* lse = nullptr;     // (B, Hq, Sq) contiguous, or null
+// A (B, S, H, D) tensor: base pointer and element strides of batch, seq and head; the head-dim
+// stride is 1. Offsets are 64-bit (B * S * H * D may pass 2^31).
+template <class T>
+struct View4 {
+  T* ptr = nullptr;
+  int64_t sb = 0, ss = 0, sh = 0;
+  FLASHATTN_HOST_DEVICE int64_t offset(int64_t b, int64_t s, int64_t h) const { return b * sb + s * ss + h * sh; }
+};
+using ConstTensor4 = View4<const void>;
+using Tensor4 = View4<void>;
+
+struct AttnParams {
+  ConstTensor4 q;  // (B, Sq, Hq, D)
+  ConstTensor4 k;  // (B, Sk, Hkv, D)
+  ConstTensor4 v;  // (B, Sk, Hkv, D)
 
   // Sizes fit in int32 (validation guarantees it); element offsets need int64.
   int b = 0, sq = 0, sk = 0, hq = 0, hkv = 0, d = 0;
   int h_ratio = 1;  // hq / hkv
 
-  // Strides in elements for batch, seq, head; headdim stride is 1.
-  int64_t q_sb = 0, q_ss = 0, q_sh = 0;
-  int64_t k_sb = 0, k_ss = 0, k_sh = 0;
-  int64_t v_sb = 0, v_ss = 0, v_sh = 0;
-  int64_t o_sb = 0, o_ss = 0, o_sh = 0;
-
-  float scale = 0.f;       // softmax scale applied to q.k
+  float scale = 0.f;       // softmax scale applied to q.k (> 0 once validated)
   float scale_log2 = 0.f;  // scale * log2(e): exp(scale*(s-m)) == exp2(scale_log2*(s-m))
-  bool causal = false;     // bottom-right: query i sees key j iff j <= i + (sk - sq)
+  bool causal = false;     // bottom-right: query i sees key j iff j <= i + (sk - sq) (common/mask.h)
   ElemType dtype = ElemType::kFloat16;
 };
 
-// Number of keys visible to query row i under the mask (clamped to [0, sk]).
-FLASHATTN_HOST_DEVICE inline int64_t causal_key_limit(int64_t i, int64_t sq, int64_t sk) {
-  const int64_t lim = i + (sk - sq) + 1;
-  return lim < 0 ? 0 : (lim > sk ? sk : lim);
-}
+struct FwdParams : AttnParams {
+  Tensor4 o;             // (B, Sq, Hq, D), q's dtype
+  float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null
+};
 
 }  // namespace flashattn::detail

@@ -116,10 +116,11 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
   if (ok) {
     const TensorRef contig = make_contiguous(ref, q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     detail::FwdParams pr = p;
-    pr.o = ref; pr.lse = lse_ref;
-    pr.o_sb = contig.stride[0]; pr.o_ss = contig.stride[1]; pr.o_sh = contig.stride[2];
+    pr.o = {ref, contig.stride[0], contig.stride[1], contig.stride[2]};
+    pr.lse = lse_ref;
     detail::FwdParams pl = pr;
-    pl.o = lowp; pl.lse = lse_lowp;
+    pl.o.ptr = lowp;
+    pl.lse = lse_lowp;
     ok = detail::reference_forward(pr, s).ok() && detail::reference_forward_lowp(pl, s).ok();
     if (ok) {
       const double atol = default_atol(q.dtype);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "api/backends.h"
+#include "common/mask.h"
 
 namespace flashattn::detail {
 namespace {
@@ -55,13 +56,13 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
   __shared__ float sP[kThreads];
   __shared__ float red[kThreads / 32];
 
-  const T* q = static_cast<const T*>(p.q) + b * p.q_sb + i * p.q_ss + h * p.q_sh;
-  const T* kb = static_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
-  const T* vb = static_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  const T* q = static_cast<const T*>(p.q.ptr) + p.q.offset(b, i, h);
+  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, 0, hk);
+  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, 0, hk);
   for (int d = t; d < p.d; d += kThreads) sQ[d] = to_float(q[d]);
   __syncthreads();
 
-  const int64_t n_keys = p.causal ? causal_key_limit(i, p.sq, p.sk) : p.sk;
+  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
   float m = -INFINITY;  // running max of raw scores
   float l = 0.f;        // running sum of exp(scale*(s - m))
   float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
     const int64_t j = j0 + t;
     float s = -INFINITY;
     if (j < n_keys) {
-      const T* kr = kb + j * p.k_ss;
+      const T* kr = kb + j * p.k.ss;
       float dot = 0.f;
       for (int d = 0; d < p.d; ++d) dot = fmaf(sQ[d], to_float(kr[d]), dot);
       s = kLowp ? to_float(from_float<T>(dot * p.scale)) / p.scale : dot;
@@ -86,14 +87,14 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
     for (int c = 0; c * kThreads + t < p.d; ++c) {
       const int d = c * kThreads + t;
       float a = acc[c] * alpha;
-      for (int jj = 0; jj < n_here; ++jj) a = fmaf(sP[jj], to_float(vb[(j0 + jj) * p.v_ss + d]), a);
+      for (int jj = 0; jj < n_here; ++jj) a = fmaf(sP[jj], to_float(vb[(j0 + jj) * p.v.ss + d]), a);
       acc[c] = a;
     }
     __syncthreads();
     m = m_new;
   }
 
-  T* o = static_cast<T*>(p.o) + b * p.o_sb + i * p.o_ss + h * p.o_sh;
+  T* o = static_cast<T*>(p.o.ptr) + p.o.offset(b, i, h);
   const float inv = l > 0.f ? 1.f / l : 0.f;  // fully masked row: output 0
   for (int c = 0; c * kThreads + t < p.d; ++c) o[c * kThreads + t] = from_float<T>(acc[c] * inv);
   if (p.lse != nullptr && t == 0) {

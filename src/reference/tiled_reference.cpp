@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/mask.h"
 #include "reference/cpu_reference.h"
 
 namespace flashattn::ref {
@@ -17,6 +18,8 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
   const double scale_log2 = pr.effective_scale() * kLog2e;  // folded into one FMA per score
   const int ratio = pr.hq / pr.hkv;
   const int D = pr.d;
+  const Mask<MaskKind::kCausal> causal{pr.sq, pr.sk};
+  const Mask<MaskKind::kNone> full{pr.sq, pr.sk};
   auto at = [D](const double* t, int b, int s, int h, int seqlen, int heads) {
     return t + ((int64_t(b) * seqlen + s) * heads + h) * D;
   };
@@ -30,15 +33,14 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
         std::fill(m.begin(), m.end(), kNegInf);
         std::fill(l.begin(), l.end(), 0.0);
         std::fill(acc.begin(), acc.end(), 0.0);
-        // Causal: the last row of the block bounds the key tiles that can be visible.
-        int64_t n_end = pr.sk;
-        if (pr.causal) n_end = std::clamp<int64_t>(int64_t(m0 + rows - 1) + pr.sk - pr.sq + 1, 0, pr.sk);
-        const int64_t n_tiles = (n_end + block_n - 1) / block_n;
+        // The key blocks the kernels visit for this query block (common/mask.h).
+        const int64_t n_tiles = pr.causal ? causal.n_block_range(m0 / block_m, block_m, block_n).hi
+                                          : full.n_block_range(m0 / block_m, block_m, block_n).hi;
         for (int64_t t = 0; t < n_tiles; ++t) {
           const int n0 = int(t * block_n);
           for (int r = 0; r < rows; ++r) {
             const int i = m0 + r;
-            const int64_t limit = pr.causal ? int64_t(i) + pr.sk - pr.sq : pr.sk - 1;
+            const int64_t limit = (pr.causal ? causal.key_end(i) : full.key_end(i)) - 1;
             double tile_max = kNegInf;
             for (int c = 0; c < block_n; ++c) {
               const int j = n0 + c;

@@ -13,6 +13,7 @@
 #include "arch/cp_async.h"
 #include "arch/ldmatrix.h"
 #include "common/params.h"
+#include "sm80/kernel_args.h"
 #include "sm80/epilogue.h"
 #include "sm80/smem_tile.h"
 #include "sm80/softmax.h"
@@ -22,7 +23,7 @@ namespace flashattn::sm80 {
 
 
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ detail::FwdParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgs p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
   constexpr int kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;

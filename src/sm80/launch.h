@@ -23,7 +23,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
             std::string("backend sm80: cannot set shared memory size: ") + cudaGetErrorString(e)};
   }
   const dim3 grid((p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM, p.hq, p.b);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(Sm80FwdArgs::from(p));
   e = cudaGetLastError();
   if (e != cudaSuccess) {
     return {StatusCode::kCudaError, std::string("backend sm80: kernel launch: ") + cudaGetErrorString(e)};

@@ -100,17 +100,17 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap tmQ, tmK, tmV, tmO{};
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
-  if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, p.q_sb, p.q_ss, p.q_sh, Cfg::kBlockM) ||
-      !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, p.k_sb, p.k_ss, p.k_sh, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, p.v_sb, p.v_ss, p.v_sh, Cfg::kBlockN))
+  if (!encode_bshd(&tmQ, p.q.ptr, dt, p.b, p.sq, p.hq, p.d, p.q.sb, p.q.ss, p.q.sh, Cfg::kBlockM) ||
+      !encode_bshd(&tmK, p.k.ptr, dt, p.b, p.sk, p.hkv, p.d, p.k.sb, p.k.ss, p.k.sh, Cfg::kBlockN) ||
+      !encode_bshd(&tmV, p.v.ptr, dt, p.b, p.sk, p.hkv, p.d, p.v.sb, p.v.ss, p.v.sh, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
 
   Sm90FwdArgs args{};
-  args.o = p.o;
+  args.o = p.o.ptr;
   args.lse = p.lse;
-  args.o_sb = p.o_sb;
-  args.o_ss = p.o_ss;
-  args.o_sh = p.o_sh;
+  args.o_sb = p.o.sb;
+  args.o_ss = p.o.ss;
+  args.o_sh = p.o.sh;
   args.sq = p.sq;
   args.sk = p.sk;
   args.hq = p.hq;
@@ -122,9 +122,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;
   if constexpr (Cfg::kTmaStoreEpilogue) {
-    const bool aligned = reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && p.o_ss > 0 && p.o_ss % 8 == 0 &&
-                         p.o_sh > 0 && p.o_sh % 8 == 0 && p.o_sb > 0 && p.o_sb % 8 == 0;
-    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d, p.o_sb, p.o_ss, p.o_sh, 64);
+    const bool aligned = reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.o.ss > 0 && p.o.ss % 8 == 0 &&
+                         p.o.sh > 0 && p.o.sh % 8 == 0 && p.o.sb > 0 && p.o.sb % 8 == 0;
+    args.o_tma = aligned && encode_bshd(&tmO, p.o.ptr, dt, p.b, p.sq, p.hq, p.d, p.o.sb, p.o.ss, p.o.sh, 64);
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;

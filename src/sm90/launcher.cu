@@ -26,7 +26,7 @@ Status sm90_supports(const FwdParams& p) {
     return {StatusCode::kNotSupported, "backend sm90: softmax scale must be positive (running max is kept in the scaled domain)"};
   // TMA: non-innermost strides must be nonzero multiples of 16 bytes (validation guarantees
   // multiples of 8 elements; a zero/broadcast stride is the remaining case).
-  const int64_t strides[] = {p.q_ss, p.q_sh, p.q_sb, p.k_ss, p.k_sh, p.k_sb, p.v_ss, p.v_sh, p.v_sb};
+  const int64_t strides[] = {p.q.ss, p.q.sh, p.q.sb, p.k.ss, p.k.sh, p.k.sb, p.v.ss, p.v.sh, p.v.sb};
   for (int64_t s : strides)
     if (s <= 0 || s % 8 != 0)
       return {StatusCode::kNotSupported, "backend sm90: q/k/v strides must be positive multiples of 8 elements (TMA)"};
