@@ -4,6 +4,11 @@ and the FlashAttention-style `flash_attn_func` front end.
 Imported by flashattn/__init__.py only when torch is importable. Nothing here compiles code;
 the op calls libflashattn through ctypes on torch.cuda.current_stream() and never syncs the
 host, so it works under torch.compile(fullgraph=True) and inside CUDA-graph capture.
+
+The custom op needs torch >= 2.4 (torch.library.custom_op / register_autograd). With an older
+torch (e.g. Debian 12's 1.13) the op is not registered: flash_attn_func then runs eagerly
+through a plain torch.autograd.Function (same checks, same launch, same backward error), and
+only fwd_op() -- the handle torch.compile and opcheck need -- reports the missing version.
 """
 
 import contextlib
@@ -13,7 +18,8 @@ import torch
 
 from . import _lib
 
-__all__ = ["flash_attn_func", "flash_attn_forward", "which_backend"]
+__all__ = ["flash_attn_func", "flash_attn_forward", "which_backend", "fwd_op", "HAS_CUSTOM_OP",
+           "CUSTOM_OP_MIN_TORCH"]
 
 _DTYPE_IDS = {torch.float16: _lib.DType.FP16, torch.bfloat16: _lib.DType.BF16}
 
@@ -136,29 +142,76 @@ def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: 
     return _run(q, k, v, softmax_scale, causal, backend)
 
 
-_fwd = torch.library.custom_op("flashattn::fwd", _fwd_impl, mutates_args=(),
-                               device_types="cuda")
-
-
-@_fwd.register_fake
-def _fwd_fake(q, k, v, softmax_scale, causal, backend):
-    _check_group(q, k, v)
-    B, Sq, Hq, D = q.shape
-    if k.dim() == 4 and (k.size(3) != D or v.size(3) != D):
-        raise ValueError(f"k/v: head dim {k.size(3)}/{v.size(3)} differs from q's {D}")
-    return (q.new_empty((B, Sq, Hq, D)),
-            q.new_empty((B, Hq, Sq), dtype=torch.float32))
-
-
-def _setup_context(ctx, inputs, output):
-    pass
-
-
 def _backward(ctx, grad_out, grad_lse):
     raise NotImplementedError(_BACKWARD_MISSING)
 
 
-torch.library.register_autograd("flashattn::fwd", _backward, setup_context=_setup_context)
+CUSTOM_OP_MIN_TORCH = "2.4"  # torch.library.custom_op and torch.library.register_autograd
+
+# Both entry points appeared in torch 2.4; an older torch gets the eager path below only.
+HAS_CUSTOM_OP = (hasattr(torch.library, "custom_op")
+                 and hasattr(torch.library, "register_autograd"))
+
+if HAS_CUSTOM_OP:
+    _fwd = torch.library.custom_op("flashattn::fwd", _fwd_impl, mutates_args=(),
+                                   device_types="cuda")
+
+    @_fwd.register_fake
+    def _fwd_fake(q, k, v, softmax_scale, causal, backend):
+        _check_group(q, k, v)
+        B, Sq, Hq, D = q.shape
+        if k.dim() == 4 and (k.size(3) != D or v.size(3) != D):
+            raise ValueError(f"k/v: head dim {k.size(3)}/{v.size(3)} differs from q's {D}")
+        return (q.new_empty((B, Sq, Hq, D)),
+                q.new_empty((B, Hq, Sq), dtype=torch.float32))
+
+    def _setup_context(ctx, inputs, output):
+        pass
+
+    torch.library.register_autograd("flashattn::fwd", _backward, setup_context=_setup_context)
+
+
+class _FwdFunction(torch.autograd.Function):
+    """The eager path where the custom op cannot be registered (torch < 2.4): the op's body as
+    a plain autograd.Function, so that outputs of inputs requiring grad carry a grad_fn whose
+    backward raises the same NotImplementedError as the op's."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, softmax_scale, causal, backend):
+        return _fwd_impl(q, k, v, softmax_scale, causal, backend)
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        return _backward(ctx, grad_out, grad_lse)
+
+
+def _custom_op_missing() -> str:
+    return (f"flashattn: the custom op flashattn::fwd (needed for torch.compile and "
+            f"torch.library.opcheck) needs torch >= {CUSTOM_OP_MIN_TORCH} "
+            f"(torch.library.custom_op and register_autograd); this torch is "
+            f"{getattr(torch, '__version__', 'unknown')}, so the op is not registered. "
+            f"flash_attn_func still works eagerly (forward only), without the op.")
+
+
+def fwd_op():
+    """torch.ops.flashattn.fwd, the registered custom op (for torch.compile, opcheck, CUDA
+    graphs); RuntimeError naming the torch version it needs when this torch cannot register
+    it."""
+    if not HAS_CUSTOM_OP:
+        raise RuntimeError(_custom_op_missing())
+    return torch.ops.flashattn.fwd
+
+
+def _find_is_compiling():
+    """torch.compiler.is_compiling where it exists (torch >= 2.3), torch._dynamo's before it;
+    a torch without either cannot compile, so the answer there is always False."""
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if fn is None:
+        fn = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    return fn if fn is not None else (lambda: False)
+
+
+_is_compiling = _find_is_compiling()
 
 
 # ----------------------------------------------------------------------------- front ends
@@ -176,12 +229,15 @@ def flash_attn_forward(q, k, v, softmax_scale=None, causal=False, *, backend="au
     """(out, lse) with an explicit backend: "auto" | "sm90" | "sm80" | "reference"."""
     _check_group(q, k, v)
     scale, causal, backend_id = _scale_arg(softmax_scale), bool(causal), _backend_id(backend)
-    if not torch.compiler.is_compiling() and not (
+    if not _is_compiling() and not (
             torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         # Plain eager call with nothing to differentiate: the op's own body, without the
         # dispatcher's per-call cost (tens of microseconds, as much as a short kernel).
         return _run(q, k, v, scale, causal, backend_id)
-    return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id)
+    if HAS_CUSTOM_OP:
+        return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id)
+    # torch < 2.4: no op to trace; autograd still records a node whose backward raises.
+    return _FwdFunction.apply(q, k, v, scale, causal, backend_id)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, *,
