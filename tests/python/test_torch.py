@@ -3,9 +3,15 @@ opcheck, torch.compile(fullgraph=True), CUDA graphs, autograd stub and error mes
 
 Correctness rule (DESIGN.md): max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref in fp32
 and out_lowp the same naive attention computed in the input dtype; lse likewise (atol 1e-3).
-Skipped without torch or without a CUDA device.
+Skipped without torch or without a CUDA device; the custom-op tests (opcheck, torch.compile)
+are skipped with a torch older than 2.4, where flash_attn_func runs eagerly without the op.
 """
 import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +22,11 @@ import flashattn  # noqa: E402
 from flashattn import _torch as fa_torch  # noqa: E402
 
 from _reference import ATOL, LSE_ATOL, attention, max_err  # noqa: E402
+
+needs_custom_op = pytest.mark.skipif(
+    not flashattn.HAS_CUSTOM_OP,
+    reason=f"the flashattn::fwd custom op needs torch >= {flashattn.CUSTOM_OP_MIN_TORCH} "
+           f"(torch.library.custom_op); this is torch {torch.__version__}")
 
 MEAN = 0.3  # inputs are offset from zero mean (DESIGN.md)
 
@@ -242,8 +253,64 @@ def test_backward_raises_not_implemented():
         out.float().sum().backward()
 
 
+_EAGER_WITHOUT_OP = textwrap.dedent("""
+    import torch
+    custom_op = torch.library.custom_op
+    del torch.library.custom_op  # as on a torch older than 2.4, while flashattn is imported
+    import flashattn
+    torch.library.custom_op = custom_op  # torch's own lazy imports may need it
+    from _reference import ATOL, attention, max_err
+    assert flashattn.HAS_TORCH and not flashattn.HAS_CUSTOM_OP
+    try:
+        torch.ops.flashattn.fwd
+    except (AttributeError, RuntimeError):
+        pass  # never registered
+    else:
+        raise AssertionError("flashattn::fwd was registered without custom_op")
+    try:
+        flashattn.fwd_op()
+    except RuntimeError as e:
+        assert "torch >= 2.4" in str(e), e
+    else:
+        raise AssertionError("fwd_op without custom_op did not raise")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 130, 4, 64, device="cuda", dtype=torch.float16) + 0.3
+               for _ in range(3))
+    for causal in (False, True):
+        out, lse = flashattn.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+        ref, _ = attention(q, k, v, None, causal, torch.float32)
+        lowp, _ = attention(q, k, v, None, causal, q.dtype)
+        assert max_err(out, ref) <= 2 * max_err(lowp, ref) + ATOL[q.dtype]
+    qg = q.clone().requires_grad_()
+    out = flashattn.flash_attn_func(qg, k, v, causal=True)
+    assert out.requires_grad and "FwdFunction" in type(out.grad_fn).__name__, out.grad_fn
+    assert torch.equal(out, flashattn.flash_attn_func(q, k, v, causal=True))
+    try:
+        out.float().sum().backward()
+    except NotImplementedError as e:
+        assert "backward" in str(e), e
+    else:
+        raise AssertionError("backward did not raise NotImplementedError")
+    print("EAGER_OK")
+""")
+
+
+def test_eager_path_without_custom_op():
+    """What a torch without torch.library.custom_op gets, on this GPU: this torch with the
+    attribute deleted, in a fresh interpreter (the op is registered once per process)."""
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    paths = [str(here)] + ([] if env.get("FLASHATTN_TEST_INSTALLED") == "1"
+                           else [str(here.parents[1] / "python")])
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _EAGER_WITHOUT_OP], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and "EAGER_OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 # ----------------------------------------------------------------------------- PyTorch integration
 
+@needs_custom_op
 def test_opcheck():
     q, k, v = rand(2, 65, 4, 64), rand(2, 70, 2, 64), rand(2, 70, 2, 64)
     for causal in (False, True):
@@ -253,6 +320,7 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.flashattn.fwd.default, (q, k, v, 0.125, False, 0))
 
 
+@needs_custom_op
 def test_torch_compile_fullgraph():
     torch._dynamo.reset()
 
