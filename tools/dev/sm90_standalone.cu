@@ -57,12 +57,12 @@ template <class T>
 __global__ void ref_attention(FwdParams p, float* out, float* lse, bool lowp) {
   extern __shared__ float sc[];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / p.h_ratio;
-  const T* q = (const T*)p.q + b * p.q_sb + i * p.q_ss + h * p.q_sh;
+  const T* q = (const T*)p.q.ptr + p.q.offset(b, i, h);
   const int lim = p.causal ? (int)min((long long)p.sk, max(0LL, (long long)i + p.sk - p.sq + 1)) : p.sk;
   __shared__ float red[32];
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < p.sk; j += blockDim.x) {
-    const T* k = (const T*)p.k + b * p.k_sb + (int64_t)j * p.k_ss + hk * p.k_sh;
+    const T* k = (const T*)p.k.ptr + p.k.offset(b, j, hk);
     float s = 0.f;
     for (int d = 0; d < p.d; ++d) s += to_f(q[d]) * to_f(k[d]);
     s = j < lim ? s * p.scale : -INFINITY;
@@ -90,7 +90,7 @@ __global__ void ref_attention(FwdParams p, float* out, float* lse, bool lowp) {
   const size_t orow = (((size_t)b * p.sq + i) * p.hq + h) * p.d;
   for (int d = threadIdx.x; d < p.d; d += blockDim.x) {
     float acc = 0.f;
-    for (int j = 0; j < lim; ++j) acc += sc[j] * to_f(((const T*)p.v)[b * p.v_sb + (int64_t)j * p.v_ss + hk * p.v_sh + d]);
+    for (int j = 0; j < lim; ++j) acc += sc[j] * to_f(((const T*)p.v.ptr)[p.v.offset(b, j, hk) + d]);
     float o = acc * inv;
     out[orow + d] = lowp ? to_f(from_f<T>(o)) : o;
   }
@@ -132,16 +132,14 @@ bool run_case(const Case& c, int warm_launches = 0) {
   if (c.packed) {
     CK(cudaMalloc(&q, 3 * nq * sizeof(T)));
     k = q + c.hq * c.d; v = q + 2 * c.hq * c.d;
-    p.q_ss = p.k_ss = p.v_ss = 3LL * c.hq * c.d;
-    p.q_sh = p.k_sh = p.v_sh = c.d;
-    p.q_sb = p.k_sb = p.v_sb = 3LL * c.sq * c.hq * c.d;
+    p.q = p.k = p.v = {nullptr, 3LL * c.sq * c.hq * c.d, 3LL * c.hq * c.d, c.d};
     fill_random<T><<<512, 256>>>(q, 3 * nq, 11, 0.25f);
   } else {
     CK(cudaMalloc(&q, nq * sizeof(T)));
     CK(cudaMalloc(&k, nk * sizeof(T)));
     CK(cudaMalloc(&v, nk * sizeof(T)));
-    p.q_ss = (int64_t)c.hq * c.d; p.q_sh = c.d; p.q_sb = (int64_t)c.sq * c.hq * c.d;
-    p.k_ss = p.v_ss = (int64_t)c.hkv * c.d; p.k_sh = p.v_sh = c.d; p.k_sb = p.v_sb = (int64_t)c.sk * c.hkv * c.d;
+    p.q = {nullptr, (int64_t)c.sq * c.hq * c.d, (int64_t)c.hq * c.d, c.d};
+    p.k = p.v = {nullptr, (int64_t)c.sk * c.hkv * c.d, (int64_t)c.hkv * c.d, c.d};
     fill_random<T><<<512, 256>>>(q, nq, 1, 0.25f);
     fill_random<T><<<512, 256>>>(k, nk, 2, 0.25f);
     fill_random<T><<<512, 256>>>(v, nk, 3, 0.25f);
@@ -150,8 +148,8 @@ bool run_case(const Case& c, int warm_launches = 0) {
   const size_t nl = (size_t)c.b * c.hq * c.sq;
   CK(cudaMalloc(&lse, nl * 4)); CK(cudaMalloc(&reflse, nl * 4)); CK(cudaMalloc(&lowplse, nl * 4));
   CK(cudaMalloc(&ref, nq * 4)); CK(cudaMalloc(&lowp, nq * 4)); CK(cudaMalloc(&res, 16));
-  p.q = q; p.k = k; p.v = v; p.o = o; p.lse = lse;
-  p.o_ss = (int64_t)c.hq * c.d; p.o_sh = c.d; p.o_sb = (int64_t)c.sq * c.hq * c.d;
+  p.q.ptr = q; p.k.ptr = k; p.v.ptr = v; p.lse = lse;
+  p.o = {o, (int64_t)c.sq * c.hq * c.d, (int64_t)c.hq * c.d, c.d};
   // Earlier launches cycle the dynamic scheduler's counter pool (each pair must self-reset).
   for (int i = 0; i < warm_launches; ++i) flashattn::detail::sm90_forward(p, nullptr);
   CK(cudaDeviceSynchronize());
@@ -202,9 +200,9 @@ double bench(int b, int s, int h, int d, bool causal, int iters = 20) {
   CK(cudaMalloc(&q, n * 2)); CK(cudaMalloc(&k, n * 2)); CK(cudaMalloc(&v, n * 2)); CK(cudaMalloc(&o, n * 2));
   fill_random<T><<<512, 256>>>(q, n, 1, 0.25f); fill_random<T><<<512, 256>>>(k, n, 2, 0.25f);
   fill_random<T><<<512, 256>>>(v, n, 3, 0.25f);
-  p.q = q; p.k = k; p.v = v; p.o = o; p.lse = nullptr;
-  p.q_ss = p.k_ss = p.v_ss = p.o_ss = (int64_t)h * d; p.q_sh = p.k_sh = p.v_sh = p.o_sh = d;
-  p.q_sb = p.k_sb = p.v_sb = p.o_sb = (int64_t)s * h * d;
+  p.q = p.k = p.v = {nullptr, (int64_t)s * h * d, (int64_t)h * d, d};  // contiguous (B, S, H, D)
+  p.q.ptr = q; p.k.ptr = k; p.v.ptr = v;
+  p.o = {o, (int64_t)s * h * d, (int64_t)h * d, d}; p.lse = nullptr;
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
   for (int i = 0; i < 5; ++i) flashattn::detail::sm90_forward(p, nullptr);
