@@ -21,6 +21,12 @@ w("// Closes the current batch of wgmma ops into one group.")
 w("__device__ __forceinline__ void wgmma_commit_group() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }")
 w("// Waits until at most N committed groups are still pending.")
 w("template <int N>\n__device__ __forceinline__ void wgmma_wait_group() {\n  asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n}\n")
+w("// Shared-memory matrix descriptor of a 128B-swizzled tile (layout code 1 in bits 62-63):")
+w("// start address, leading and stride byte offsets, each in 16-byte units.")
+w("__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {")
+w("  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |")
+w("         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);")
+w("}\n")
 
 def acc_list(n, start):
     return ", ".join("%%%d" % (start + i) for i in range(n // 2))

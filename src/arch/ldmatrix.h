@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "arch/smem.h"
+
 namespace flashattn::arch {
 
 // Four 8x8 matrices; r[i] is this lane's fragment of matrix i. smem_addr: shared-window address.
@@ -19,11 +21,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t sme
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr));
-}
-
-// Generic pointer -> 32-bit shared-window address (for ldmatrix / cp.async operands).
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 }  // namespace flashattn::arch

@@ -2,11 +2,9 @@
 #pragma once
 #include <cstdint>
 
-namespace flashattn::arch {
+#include "arch/smem.h"
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace flashattn::arch {
 
 // Initialises the barrier for `count` arrivals per phase (phase 0 pending).
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {

@@ -17,6 +17,13 @@ __device__ __forceinline__ void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+// Shared-memory matrix descriptor of a 128B-swizzled tile (layout code 1 in bits 62-63):
+// start address, leading and stride byte offsets, each in 16-byte units.
+__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
+}
+
 // D(64x64,f32) (+)= A(64x16,f16,smem K-major desc) * B(16x64,f16,smem K-major desc); scale_d=0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n64k16_f32_f16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
   asm volatile(

@@ -1,61 +1,32 @@
-// Tile scheduler: maps a linear tile index to (m block, head, batch) and decides which tile a
-// CTA runs next. Three launch modes (chosen by the launcher per call):
-//  - one CTA per tile (grid = tiles): the hardware balances;
-//  - static persistent (grid = #SMs, stride gridDim.x): tile i+1's Q/K/V loads overlap tile i's
-//    epilogue; balanced only when all tiles cost the same (non-causal);
-//  - dynamic persistent (grid = #SMs, next tile from a global atomic counter): overlap and
-//    balance, for causal. The counter self-resets: the last CTA to finish zeroes it.
-// The scheduler hands out work items: whole tiles, then (stream_k.h) the chunks of the split
-// tail. A scheduler thread picks items and hands each piece (a tile's key-block range) to the
-// loader and the consumers through a 2-slot smem ring (sched_full / sched_empty mbarriers),
-// identified by a code: tile t < dp_tiles as t, piece p of chunk i as dp_tiles + 2i + p, the end
-// as code_end().
+// Persistent tile scheduling, direction-neutral. A CTA's scheduler thread claims work items
+// (one CTA per item, static striding, or a global atomic counter) and publishes each piece of
+// work through a 2-slot shared-memory ring (the sched mbarrier ring) to the loader and the
+// consumer warps. What an item is, how it splits into pieces and what a piece's coordinates
+// are is the work plan's business (the forward's: fwd/work_plan.h; the backward will bring
+// one key block per item, longest first):
+//   plan.first_code(), plan.code_end()      the CTA's first piece, the end marker
+//   plan.describe(WorkSlot&)                fills a piece's coordinates from its code
+//   plan.next_code(code)                    the piece after `code` (claims the next item)
+//   plan.finish()                           once per CTA after its last claim
 #pragma once
 
+#include <cstdint>
+
 #include "arch/mbarrier.h"
-#include "sm90/kernel_args.h"
-#include "sm90/mask.h"
-#include "sm90/stream_k.h"
+#include "sm90/pipeline.h"
 
 namespace flashattn::sm90 {
 
-struct TileScheduler {
-  TileOrder order;
-  int* counter;  // {next item - gridDim.x, finished CTAs}; null: static striding
-  StreamKPlan plan;
+// One published piece of work. code: the piece's index in the plan (>= code_end(): no more).
+struct WorkSlot {
+  int code, m_block, h, b, n_lo, n_hi;
+};
 
-  __device__ __forceinline__ int num_items() const { return plan.num_items(); }
-  __device__ __forceinline__ int code_end() const { return plan.dp_tiles + 2 * plan.chunks; }
-  __device__ __forceinline__ int code(int item, int p) const {
-    return item < plan.num_items() ? (item < plan.dp_tiles ? item : plan.dp_tiles + 2 * (item - plan.dp_tiles) + p)
-                                   : code_end();
-  }
-  __device__ __forceinline__ int item_of_code(int code, int& p) const {
-    p = code < plan.dp_tiles ? 0 : (code - plan.dp_tiles) & 1;
-    return code < plan.dp_tiles ? code : plan.dp_tiles + ((code - plan.dp_tiles) >> 1);
-  }
-  __device__ __forceinline__ void range_of_code(int code, int& tile, int& n_lo, int& n_hi) const {
-    int p;
-    const int item = item_of_code(code, p);
-    plan.range(item, p, tile, n_lo, n_hi);
-  }
-  __device__ __forceinline__ bool piece_of_code(int code, StreamKPlan::Piece& w) const {
-    int p;
-    const int item = item_of_code(code, p);
-    return plan.piece(item, p, w);
-  }
-  __device__ __forceinline__ int first_code() const { return code(first(), 0); }
-  // The code after `code`: its item's second piece if it has one, else the first piece of the
-  // next item (claimed: one atomic per item in dynamic mode).
-  __device__ __forceinline__ int next_code(int code) const {
-    int p;
-    const int item = item_of_code(code, p);
-    if (item >= plan.dp_tiles && p == 0) {
-      int tile, n_lo, n_hi;
-      if (plan.range(item, 1, tile, n_lo, n_hi)) return code + 1;
-    }
-    return this->code(next(item), 0);
-  }
+// Which item a CTA runs next. counter: {next item - gridDim.x, finished CTAs}, zero between
+// launches (the last CTA to finish resets it); null: static striding by gridDim.x.
+struct ItemClaims {
+  int* counter;
+
   __device__ __forceinline__ int first() const { return blockIdx.x; }
   __device__ __forceinline__ int next(int t) const {
     return counter != nullptr ? static_cast<int>(gridDim.x) + atomicAdd(counter, 1) : t + static_cast<int>(gridDim.x);
@@ -67,10 +38,6 @@ struct TileScheduler {
       atomicExch(counter, 0);
       atomicExch(counter + 1, 0);
     }
-  }
-
-  __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
-    order.decode(t, m_block, h, bb);
   }
 };
 
@@ -86,52 +53,40 @@ __device__ __forceinline__ WorkSlot work_load(Bars& bars, uint32_t k) {
   return WorkSlot{src[0], src[1], src[2], src[3], src[4], src[5]};
 }
 
-// The scheduler thread (lane 0 of the producer group's second warp): walks this CTA's items
-// (static stride or the atomic counter), splits each into its pieces and publishes every piece
-// with its tile coordinates and key-block range, then an end marker. The slot of the k-th piece
-// is freed by the loader and by every consumer warp once they have read it. The next piece is
-// claimed only when the loader signals sched_taken for the current one: once it has issued the
-// loads of all but the last Cfg::kClaimLead key blocks (producer.h), i.e. a few key blocks
-// before the consumers finish the piece (V17), or when it takes the piece (kClaimLead < 0, V14-
-// V16). A claim made earlier holds an item the CTA will not start for a whole tile: claiming
-// two pieces ahead cost 3-5% causal (first V14 build), and the V16 trace showed one tile ahead
-// leaves CTAs that took a long causal tile late with another long one claimed behind it. Doing
-// this arithmetic in its own thread keeps it out of the loader's 24 registers (the loader
-// computing stream-K ranges spilled).
-template <class Cfg, class Bars>
-__device__ __forceinline__ void schedule_work(Bars& bars, const TileScheduler& sched, const AttnMask& mask) {
+// The scheduler thread: publishes every piece of this CTA's items, then an end marker. The
+// slot of the k-th piece is freed by the loader and by every consumer warp once they have read
+// it. The next piece is claimed only when the loader arrives on sched_taken for the current one
+// (the loader decides when: a claim made early holds an item the CTA will not start for a
+// whole tile; docs/VERSIONS.md V14, V17).
+template <class Plan, class Bars>
+__device__ __forceinline__ void schedule_work(Bars& bars, const Plan& plan) {
 #pragma unroll 1
-  for (uint32_t k = 0, code = sched.first_code();; ++k) {
-    arch::mbarrier_wait(arch::smem_u32(&bars.sched_empty[k & 1]), ((k >> 1) & 1) ^ 1);
+  for (uint32_t k = 0, code = plan.first_code();; ++k) {
+    bars.sched.wait_empty(RingCount<2>{k});
     WorkSlot w{static_cast<int>(code), 0, 0, 0, 0, 0};
-    if (w.code < sched.code_end()) {
-      int tile = w.code;
-      if constexpr (Cfg::kStreamK) sched.range_of_code(w.code, tile, w.n_lo, w.n_hi);
-      sched.decode(tile, w.m_block, w.h, w.b);
-      if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
-    }
+    if (w.code < plan.code_end()) plan.describe(w);
     work_store(bars, k, w);
-    arch::mbarrier_arrive(arch::smem_u32(&bars.sched_full[k & 1]));  // release: the slot above
-    if (w.code >= sched.code_end()) break;
+    arch::mbarrier_arrive(bars.sched.full_bar(k & 1));  // release: the slot above
+    if (w.code >= plan.code_end()) break;
     // Every piece's "taken" phase is waited for (synccheck reports a phase nobody waited on).
     arch::mbarrier_wait(arch::smem_u32(&bars.sched_taken[k & 1]), (k >> 1) & 1);
-    code = Cfg::kStreamK ? sched.next_code(w.code) : sched.next(w.code);
+    code = plan.next_code(w.code);
   }
-  sched.finish();
+  plan.finish();
 }
 
 // Consumer side: the k-th piece of this CTA. Lane 0 of a warp waits and reads, the warp gets
 // the slot by shuffle (the values then stay in registers: reading the slot again after the
-// mainloop, to free those registers, measured 1-3% slower). Lane 0 alone touches the slot: with
+// mainloop, to free those registers, measured slower). Lane 0 alone touches the slot: with
 // every lane reading, then __syncwarp and lane 0's arrival (also ordered), racecheck reported
 // the slot's reuse as a race.
 template <class Bars>
 __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
   WorkSlot w{};
   if ((threadIdx.x & 31) == 0) {
-    arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
+    bars.sched.wait_full(RingCount<2>{k});
     w = work_load(bars, k);
-    arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
+    arch::mbarrier_arrive(bars.sched.empty_bar(k & 1));
   }
   w.code = __shfl_sync(0xffffffffu, w.code, 0);
   w.m_block = __shfl_sync(0xffffffffu, w.m_block, 0);
@@ -143,12 +98,13 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
 }
 
 // The loader thread (alone in its warp): waits, copies the slot and frees it. It arrives on
-// sched_taken[k & 1] itself (producer_tile), when the next item should be claimed.
+// sched_taken[k & 1] itself when the next item should be claimed.
 template <class Bars>
 __device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
-  arch::mbarrier_wait(arch::smem_u32(&bars.sched_full[k & 1]), (k >> 1) & 1);
+  bars.sched.wait_full(RingCount<2>{k});
   const WorkSlot w = work_load(bars, k);
-  arch::mbarrier_arrive(arch::smem_u32(&bars.sched_empty[k & 1]));
+  arch::mbarrier_arrive(bars.sched.empty_bar(k & 1));
   return w;
 }
+
 }  // namespace flashattn::sm90

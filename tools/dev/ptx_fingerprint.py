@@ -2,8 +2,9 @@
 """Fingerprints the kernels of PTX files so a refactor can show its kernels unchanged.
 
 Each .entry/.func body is normalised (debug directives, comments and blank lines dropped;
-mangled names replaced by their order of appearance inside the body, so renamed types or
-namespaces do not count) and hashed. Prints one line per function: hash, then its name.
+mangled names, virtual registers and labels renamed by their order of first appearance inside
+the body, so renamed types or namespaces, or a register numbering shifted by one, do not count:
+two bodies match only if their instruction sequences are the same up to that renaming) and hashed. Prints one line per function: hash, then its name.
 
   ptx_fingerprint.py FILE.ptx... > before.txt
   ptx_fingerprint.py --diff before.txt after.txt   # exit 1 unless the multisets of hashes agree
@@ -14,6 +15,8 @@ import re
 import sys
 
 NAME = re.compile(r"_Z[A-Za-z0-9_$]+")
+REG = re.compile(r"%(?:rd|rs|r|p|fd|f|h|hh)[0-9]+\b|\$L__[A-Za-z0-9_]+")
+DECL = re.compile(r"(\.reg\s+\.\w+\s+%\w+)<[0-9]+>")
 HEAD = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)?\.(entry|func)\s")
 
 
@@ -42,7 +45,10 @@ def fingerprint(body):
     names = {}
     def canon(m):
         return names.setdefault(m.group(0), f"@N{len(names)}")
-    norm = "\n".join(NAME.sub(canon, l.strip()) for l in body)
+    regs = {}
+    def reg(m):
+        return regs.setdefault(m.group(0), f"%v{len(regs)}")
+    norm = "\n".join(REG.sub(reg, DECL.sub(r"\1<>", NAME.sub(canon, l.strip()))) for l in body)
     name = next(iter(names), body[0].split()[-1])
     return hashlib.sha1(norm.encode()).hexdigest()[:16], name
 

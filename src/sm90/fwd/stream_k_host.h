@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sm90/kernel_args.h"
-#include "sm90/stream_k.h"
-#include "sm90/stream_k_merge.h"
+#include "sm90/fwd/kernel_args.h"
+#include "sm90/fwd/stream_k.h"
+#include "sm90/fwd/stream_k_merge.h"
 #include "sm90/workspace.h"
 
 namespace flashattn::sm90 {

@@ -4,7 +4,10 @@
 
 #include <cstdint>
 
-#include "sm90/stream_k.h"
+#include "sm90/barriers.h"
+#include "sm90/fwd/stream_k.h"
+#include "sm90/pipeline.h"
+#include "sm90/scheduler.h"
 #include "sm90/tile_order.h"
 
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
@@ -38,28 +41,14 @@ struct Sm90FwdArgs {
 };
 constexpr int kTraceEvents = 64;
 
-// Barrier ids of the named CTA barriers (0 is __syncthreads).
-enum NamedBarrier : int {
-  kBarPingPongWg0 = 1,  // consumer warpgroup 0 may issue its GEMMs
-  kBarPingPongWg1 = 2,  // consumer warpgroup 1 may issue its GEMMs
-  kBarPingPongWg2 = 3,  // consumer warpgroup 2 may issue its GEMMs (3-group configs)
-  kBarEpilogueWg0 = 4,  // TMA-store epilogue: consumer warpgroup g's 128 threads use id 4 + g
-};
-
-// One published piece of work: the scheduler thread writes it, the loader and the consumers read
-// it (scheduler.h). code: the piece's index in the plan (>= StreamKPlan's code_end(): no more).
-struct WorkSlot {
-  int code, m_block, h, b, n_lo, n_hi;
-};
-
 // The CTA's mbarriers (static smem, 8-byte aligned).
 template <int kStages>
 struct PipelineBarriers {
-  uint64_t q_full[2], q_empty[2];  // per Q slot (Cfg::kQStages used): empty = last QK^T retired
-  uint64_t k_full[kStages], k_empty[kStages];
-  uint64_t v_full[kStages], v_empty[kStages];
-  uint64_t sched_full[2], sched_empty[2];  // work ring: scheduler thread -> loader and consumers
-  uint64_t sched_taken[2];                 // the loader has taken the slot (paces the claims)
+  MbarRing<2> q;        // per Q slot (Cfg::kQStages used): empty = the slot's last QK^T retired
+  MbarRing<kStages> k;  // K and V of a stage have their own barriers: QK^T(j) starts on K(j) alone
+  MbarRing<kStages> v;
+  MbarRing<2> sched;        // work ring: scheduler thread -> loader and consumers
+  uint64_t sched_taken[2];  // the loader has taken the slot (paces the claims)
   WorkSlot work[2];
 };
 

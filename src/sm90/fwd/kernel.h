@@ -10,14 +10,15 @@
 #include "arch/regs.h"
 #include "arch/timer.h"
 #include "arch/tma.h"
-#include "sm90/config.h"
-#include "sm90/consumer.h"
-#include "sm90/epilogue.h"
-#include "sm90/kernel_args.h"
-#include "sm90/producer.h"
+#include "sm90/fwd/config.h"
+#include "sm90/fwd/mainloop.h"
+#include "sm90/fwd/epilogue.h"
+#include "sm90/fwd/kernel_args.h"
+#include "sm90/fwd/producer.h"
+#include "sm90/fwd/work_plan.h"
 #include "sm90/scheduler.h"
-#include "sm90/softmax.h"
-#include "sm90/stream_k_merge.h"
+#include "sm90/fwd/softmax.h"
+#include "sm90/fwd/stream_k_merge.h"
 
 namespace flashattn::sm90 {
 
@@ -35,27 +36,28 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const TileScheduler sched{args.order, args.tile_counter, args.plan};
-  const AttnMask mask{args.sq, args.sk, args.causal};
+  const FwdWorkPlan<Cfg> plan{args.order, ItemClaims{args.tile_counter}, args.plan,
+                              AttnMask{args.sq, args.sk, args.causal}};
+  const AttnMask mask = plan.mask;
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < Cfg::kQStages; ++s) {
-      mbarrier_init(smem_u32(&bars.q_full[s]), 1);
-      mbarrier_init(smem_u32(&bars.q_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+      mbarrier_init(bars.q.full_bar(s), 1);
+      mbarrier_init(bars.q.empty_bar(s), 4 * Cfg::kNumConsumerWarpgroups);
     }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(smem_u32(&bars.k_full[s]), 1);
-      mbarrier_init(smem_u32(&bars.v_full[s]), 1);
-      mbarrier_init(smem_u32(&bars.k_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
-      mbarrier_init(smem_u32(&bars.v_empty[s]), 4 * Cfg::kNumConsumerWarpgroups);
+      mbarrier_init(bars.k.full_bar(s), 1);
+      mbarrier_init(bars.v.full_bar(s), 1);
+      mbarrier_init(bars.k.empty_bar(s), 4 * Cfg::kNumConsumerWarpgroups);
+      mbarrier_init(bars.v.empty_bar(s), 4 * Cfg::kNumConsumerWarpgroups);
     }
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      mbarrier_init(smem_u32(&bars.sched_full[s]), 1);
-      mbarrier_init(smem_u32(&bars.sched_empty[s]), 4 * Cfg::kNumConsumerWarpgroups + 1);  // + the loader
+      mbarrier_init(bars.sched.full_bar(s), 1);
+      mbarrier_init(bars.sched.empty_bar(s), 4 * Cfg::kNumConsumerWarpgroups + 1);  // + the loader
       mbarrier_init(smem_u32(&bars.sched_taken[s]), 1);
     }
     fence_mbarrier_init();
@@ -71,13 +73,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   if (warpgroup == 0) {
     // Producer group: thread 0 loads (TMA), thread 32 schedules (scheduler.h); the rest leave.
     setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 32) schedule_work<Cfg>(bars, sched, mask);
+    if (threadIdx.x == 32) schedule_work(bars, plan);
     if (threadIdx.x != 0) return;
-    RingState ring;
+    LoaderRings<Cfg> ring;
 #pragma unroll 1
     for (uint32_t k = 0;; ++k) {
       const WorkSlot w = work_take(bars, k);  // the loader frees the slot at once
-      if (w.code >= sched.code_end()) break;
+      if (w.code >= plan.code_end()) break;
       const uint32_t taken = smem_u32(&bars.sched_taken[k & 1]);
       if (w.n_hi > w.n_lo)
         producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll 1
   for (uint32_t k = 0;; ++k) {
     const WorkSlot w = work_read(bars, k);
-    if (w.code >= sched.code_end()) break;
+    if (w.code >= plan.code_end()) break;
 #if FLASHATTN_SM90_TRACE
     const uint64_t t_start = globaltimer_ns();
 #endif
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     bool whole = true, store = true;
     if (Cfg::kStreamK && w.code >= args.plan.dp_tiles) {
       StreamKPlan::Piece p;
-      sched.piece_of_code(w.code, p);
+      plan.piece_of_code(w.code, p);
       whole = p.slot < 0;
       if (!whole) {
         if (Cfg::kTmaStoreInQ && had_q) c.release_q_slot();

@@ -11,16 +11,11 @@
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
 #include "arch/wgmma.h"
-#include "sm90/kernel_args.h"
-#include "sm90/softmax.h"
+#include "sm90/fwd/kernel_args.h"
+#include "sm90/pipeline.h"
+#include "sm90/fwd/softmax.h"
 
 namespace flashattn::sm90 {
-
-// wgmma shared-memory descriptor for a 128B-swizzled tile (swizzle code 1 = 128B).
-__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
-}
 
 template <bool kBf16>
 __device__ __forceinline__ uint32_t pack_f32x2(float lo, float hi) {
@@ -43,26 +38,25 @@ struct Consumer {
   PipelineBarriers<Cfg::kStages>& bars;
   uint32_t smem;
   int wg;  // consumer warpgroup index (0 or 1)
-  // Ring position, carried across the tiles of a persistent CTA (same sequence as the producer).
-  int stage = 0;
-  uint32_t phase = 0;
-  uint32_t tiles = 0;
+  // Ring positions, carried across the tiles of a persistent CTA (same sequence as the producer).
+  PipelineState<Cfg::kStages> kv;
+  RingCount<Cfg::kQStages> q_ring;  // tiles with work seen so far
 
   float rS[kS];     // (64, kBlockN) scores, then probabilities
   float rO[kO];     // (64, kHeadDim) running output
   Softmax sm;       // row max / sum of the piece in hand
   uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
 
-  __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (tiles - 1) % Cfg::kQStages; }
+  __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   __device__ __forceinline__ uint64_t desc_q() const {
-    return make_smem_desc_sw128(smem + Cfg::kSmemQ + q_slot() * Cfg::kQBytes + wg * 64 * 128, 16, 1024);
+    return arch::make_smem_desc_sw128(smem + Cfg::kSmemQ + q_slot() * Cfg::kQBytes + wg * 64 * 128, 16, 1024);
   }
   __device__ __forceinline__ uint64_t desc_k(int stage) const {
-    return make_smem_desc_sw128(smem + Cfg::kSmemK + stage * Cfg::kKVBytes, 16, 1024);
+    return arch::make_smem_desc_sw128(smem + Cfg::kSmemK + stage * Cfg::kKVBytes, 16, 1024);
   }
   // V is (keys, d) with d contiguous: MN-major B. LBO steps to the next 64-column box.
   __device__ __forceinline__ uint64_t desc_v(int stage) const {
-    return make_smem_desc_sw128(smem + Cfg::kSmemV + stage * Cfg::kKVBytes, Cfg::kKVBoxBytes, 1024);
+    return arch::make_smem_desc_sw128(smem + Cfg::kSmemV + stage * Cfg::kKVBytes, Cfg::kKVBoxBytes, 1024);
   }
 
   __device__ __forceinline__ void issue_qk(int stage) {
@@ -125,14 +119,9 @@ struct Consumer {
 
   // The tile's last QK^T retired: its Q slot may be reloaded. kTmaStoreInQ: the epilogue stages
   // O there, so the kernel releases the slot after the mainloop (release_q_slot).
-  __device__ __forceinline__ void release_q_slot() { release(bars.q_empty[q_slot()]); }
+  __device__ __forceinline__ void release_q_slot() { bars.q.release_warp(q_slot()); }
   __device__ __forceinline__ void release_q() {
     if constexpr (!Cfg::kTmaStoreInQ) release_q_slot();
-  }
-
-  // One arrival per consumer warp (empty barriers count 8): this warp's wgmma reads are done.
-  __device__ __forceinline__ void release(uint64_t& bar) {
-    if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bar));
   }
 
   // Returns whether this thread's O rows need rescaling (always true without lazy rescaling).
@@ -166,39 +155,31 @@ struct Consumer {
     if (Cfg::kPingPong && wg == 0) arch::named_barrier_sync<kBarPingPongWg0, 256>();
   }
 
-  __device__ __forceinline__ void advance() {
-    if (++stage == Cfg::kStages) {
-      stage = 0;
-      phase ^= 1;
-    }
-  }
-
   // One steady-state turn: S(n) and PV of the previously visited tile back to back, then the
   // softmax of S(n) while the PV runs. kMask: tile n needs the mask (1), not (0), test (-1).
   template <int kMask>
   __device__ __forceinline__ void overlapped_step(const AttnMask& mask, Softmax& sm, int n, int n_lo, int m0,
-                                                  int row0, float scale_log2, int& pv_stage, uint32_t& pv_phase) {
+                                                  int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
     float alpha[2];
-    advance();
-    arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+    kv.advance();
+    bars.k.wait_full(kv.stage, kv.phase);
     turn_begin();
-    issue_qk(stage);  // S(n) ...
-    arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
-    issue_pv(pv_stage);  // ... and O += P(n+1) V(n+1) back to back
+    issue_qk(kv.stage);  // S(n) ...
+    bars.v.wait_full(pv.stage, pv.phase);
+    issue_pv(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
     turn_end();
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
-    release(bars.k_empty[stage]);
+    bars.k.release_warp(kv.stage);
     if (n == n_lo) release_q();
     const bool moved = mask_and_softmax<kMask>(mask, sm, n, m0, row0, scale_log2, alpha);
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rO);
     fence_p();
-    release(bars.v_empty[pv_stage]);
+    bars.v.release_warp(pv.stage);
     maybe_rescale_o(moved, alpha);
     convert_p();
-    pv_stage = stage;
-    pv_phase = phase;
+    pv = kv;
   }
 
   // Runs key tiles [n_lo, n_hi) (the last first); leaves O unnormalised and the softmax state in `sm`.
@@ -207,65 +188,64 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;
     if (n_hi <= n_lo) return;
-    arch::mbarrier_wait(arch::smem_u32(&bars.q_full[tiles % Cfg::kQStages]), (tiles / Cfg::kQStages) & 1);
-    ++tiles;  // q_slot() is now this tile's
+    bars.q.wait_full(q_ring);
+    ++q_ring.count;  // q_slot() is now this tile's
     float alpha[2];
     if constexpr (Cfg::kIntraWarpgroupOverlap) {
       // Prologue: S(last tile) and its softmax; no PV yet.
       int n = n_hi - 1;
-      arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
+      bars.k.wait_full(kv.stage, kv.phase);
       turn_begin();
-      issue_qk(stage);
+      issue_qk(kv.stage);
       turn_end();
       arch::wgmma_wait_group<0>();
       arch::reg_fence(rS);
-      release(bars.k_empty[stage]);
+      bars.k.release_warp(kv.stage);
       if (n == n_lo) release_q();  // last QK^T of this tile retired: Q may be reloaded
       mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
       convert_p();
-      int pv_stage = stage;
-      uint32_t pv_phase = phase;
+      PipelineState<Cfg::kStages> pv = kv;
       // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
       if constexpr (Cfg::kSplitMaskedLoop) {
         const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
 #pragma unroll 1
         for (--n; n >= n_unmasked; --n)
-          overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
+          overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
 #pragma unroll 1
-        for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
+        for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
       } else {
 #pragma unroll 1
-        for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv_stage, pv_phase);
+        for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
       }
       // Tail: PV of the last visited tile.
-      arch::mbarrier_wait(arch::smem_u32(&bars.v_full[pv_stage]), pv_phase);
+      bars.v.wait_full(pv.stage, pv.phase);
       turn_begin();
-      issue_pv(pv_stage);
+      issue_pv(pv.stage);
       turn_end();
       arch::wgmma_wait_group<0>();
       arch::reg_fence(rO);
       fence_p();
-      release(bars.v_empty[pv_stage]);
-      advance();
+      bars.v.release_warp(pv.stage);
+      kv.advance();
     } else {
 #pragma unroll 1
       for (int n = n_hi - 1; n >= n_lo; --n) {
-        arch::mbarrier_wait(arch::smem_u32(&bars.k_full[stage]), phase);
-        issue_qk(stage);
+        bars.k.wait_full(kv.stage, kv.phase);
+        issue_qk(kv.stage);
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rS);
-        release(bars.k_empty[stage]);
+        bars.k.release_warp(kv.stage);
         if (n == n_lo) release_q();
         const bool moved = mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
         maybe_rescale_o(moved, alpha);
         convert_p();
-        arch::mbarrier_wait(arch::smem_u32(&bars.v_full[stage]), phase);
-        issue_pv(stage);
+        bars.v.wait_full(kv.stage, kv.phase);
+        issue_pv(kv.stage);
         arch::wgmma_wait_group<0>();
         arch::reg_fence(rO);
         fence_p();
-        release(bars.v_empty[stage]);
-        advance();
+        bars.v.release_warp(kv.stage);
+        kv.advance();
       }
     }
   }

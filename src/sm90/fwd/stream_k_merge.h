@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "arch/fast_math.h"
-#include "sm90/consumer.h"
-#include "sm90/kernel_args.h"
-#include "sm90/stream_k.h"
+#include "sm90/fwd/mainloop.h"
+#include "sm90/fwd/kernel_args.h"
+#include "sm90/fwd/stream_k.h"
 
 namespace flashattn::sm90 {
 

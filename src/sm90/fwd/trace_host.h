@@ -2,7 +2,7 @@
 // Included by launch_template.h only; bench/trace_sm90.py reads what it writes.
 #pragma once
 
-#include "sm90/kernel_args.h"
+#include "sm90/fwd/kernel_args.h"
 
 #if FLASHATTN_SM90_TRACE
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // Head dim 256, fp16 and bf16 (one translation unit per head dim keeps builds parallel).
-#include "sm90/launch_template.h"
+#include "sm90/fwd/launch.h"
 
 namespace flashattn::sm90 {
 

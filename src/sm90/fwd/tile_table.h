@@ -3,7 +3,7 @@
 // CUDA headers), so the CPU tests check the shipped configurations' smem layouts.
 #pragma once
 
-#include "sm90/config.h"
+#include "sm90/fwd/config.h"
 
 // Stream-K tail for non-causal persistent launches (stream_k.h): on (1) or off (0).
 #ifndef FLASHATTN_SM90_STREAM_K

@@ -11,8 +11,8 @@
 #include "arch/mbarrier.h"
 #include "arch/named_barrier.h"
 #include "arch/tma.h"
-#include "sm90/consumer.h"
-#include "sm90/kernel_args.h"
+#include "sm90/fwd/mainloop.h"
+#include "sm90/fwd/kernel_args.h"
 
 namespace flashattn::sm90 {
 
@@ -90,7 +90,7 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
   }
   if constexpr (Cfg::kTmaStoreInQ) {
     if (t == 0) arch::cp_async_bulk_wait_group_read0();
-    if ((t & 31) == 0) arch::mbarrier_arrive(arch::smem_u32(&bars.q_empty[q_slot]));
+    bars.q.release_warp(q_slot);
   }
   if (args.lse != nullptr && q == 0) {
 #pragma unroll

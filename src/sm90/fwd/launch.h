@@ -12,10 +12,10 @@
 #include <string>
 
 #include "api/backends.h"
-#include "sm90/kernel.h"
-#include "sm90/stream_k_host.h"
-#include "sm90/table_config.h"
-#include "sm90/trace_host.h"
+#include "sm90/fwd/kernel.h"
+#include "sm90/fwd/stream_k_host.h"
+#include "sm90/fwd/tile_table.h"
+#include "sm90/fwd/trace_host.h"
 #include "sm90/workspace.h"
 
 namespace flashattn::sm90 {

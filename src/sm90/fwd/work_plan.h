@@ -1,0 +1,70 @@
+// The forward's work plan for the persistent scheduler (sm90/scheduler.h): items are whole
+// tiles (m block, head, batch) in TileOrder's order, then (stream_k.h) the chunks of the split
+// tail. A piece is a tile's key-block range, identified by a code: tile t < dp_tiles as t,
+// piece p of chunk i as dp_tiles + 2i + p, the end as code_end().
+#pragma once
+
+#include "sm90/fwd/stream_k.h"
+#include "sm90/mask.h"
+#include "sm90/scheduler.h"
+#include "sm90/tile_order.h"
+
+namespace flashattn::sm90 {
+
+template <class Cfg>
+struct FwdWorkPlan {
+  TileOrder order;
+  ItemClaims claims;
+  StreamKPlan plan;
+  AttnMask mask;
+
+  __device__ __forceinline__ int code_end() const { return plan.dp_tiles + 2 * plan.chunks; }
+  __device__ __forceinline__ int code(int item, int p) const {
+    return item < plan.num_items() ? (item < plan.dp_tiles ? item : plan.dp_tiles + 2 * (item - plan.dp_tiles) + p)
+                                   : code_end();
+  }
+  __device__ __forceinline__ int item_of_code(int code, int& p) const {
+    p = code < plan.dp_tiles ? 0 : (code - plan.dp_tiles) & 1;
+    return code < plan.dp_tiles ? code : plan.dp_tiles + ((code - plan.dp_tiles) >> 1);
+  }
+  __device__ __forceinline__ void range_of_code(int code, int& tile, int& n_lo, int& n_hi) const {
+    int p;
+    const int item = item_of_code(code, p);
+    plan.range(item, p, tile, n_lo, n_hi);
+  }
+  __device__ __forceinline__ bool piece_of_code(int code, StreamKPlan::Piece& w) const {
+    int p;
+    const int item = item_of_code(code, p);
+    return plan.piece(item, p, w);
+  }
+  __device__ __forceinline__ int first_code() const { return code(claims.first(), 0); }
+  // The code after `code`: its item's second piece if it has one, else the first piece of the
+  // next item (claimed: one atomic per item in dynamic mode). Without stream-K, codes are tiles.
+  __device__ __forceinline__ int next_code(int code) const {
+    if constexpr (!Cfg::kStreamK) {
+      return claims.next(code);
+    } else {
+      int p;
+      const int item = item_of_code(code, p);
+      if (item >= plan.dp_tiles && p == 0) {
+        int tile, n_lo, n_hi;
+        if (plan.range(item, 1, tile, n_lo, n_hi)) return code + 1;
+      }
+      return this->code(claims.next(item), 0);
+    }
+  }
+  __device__ __forceinline__ void finish() const { claims.finish(); }
+
+  __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
+    order.decode(t, m_block, h, bb);
+  }
+  // A piece's tile coordinates and key-block range.
+  __device__ __forceinline__ void describe(WorkSlot& w) const {
+    int tile = w.code;
+    if constexpr (Cfg::kStreamK) range_of_code(w.code, tile, w.n_lo, w.n_hi);
+    decode(tile, w.m_block, w.h, w.b);
+    if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+  }
+};
+
+}  // namespace flashattn::sm90
