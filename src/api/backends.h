@@ -1,5 +1,19 @@
 // The interface every kernel family implements. Families that are not built
 // (FLASHATTN_ARCHS narrowed) are replaced by src/api/backend_stubs.cpp.
+//
+// Who checks what, once:
+//   - validate_and_convert (api/validate.h): every argument rule. FwdParams it fills has
+//     p.scale > 0 and finite (0 resolved to 1/sqrt(D)), supported head dim, 16-bit dtype,
+//     aligned pointers, strides that are multiples of 8 elements. Families do not re-check these.
+//   - choose_backend: the device's capability (>= 8.0; 9.0 for sm90) and the family's
+//     <family>_supports(p), for an automatic and for a forced backend alike.
+//   - <family>_supports(p): only what that family adds on top of validation (instantiated head
+//     dims, strides the TMA cannot take, grid limits, driver features). It does not query the
+//     device: the capability is dispatch's, passed to choose_backend.
+//   - <family>_forward(p, stream): PRECONDITION: choose_backend picked this family for p on
+//     the current device (forward() is the only library caller). It re-checks nothing and may
+//     read the cached device info (common/device_info.h) for tuning. Dev harnesses that call it
+//     directly must check <family>_supports(p) and the capability themselves.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,13 +25,16 @@ namespace flashattn::detail {
 
 // Hopper family: TMA + wgmma (src/sm90).
 bool sm90_built();
-// Ok if the sm90 family has a kernel for these params; else kNotSupported naming what is missing.
+// Ok if the sm90 family has a kernel for these params (on a 9.0 device); else kNotSupported
+// naming what is missing.
 Status sm90_supports(const FwdParams& p);
+// Precondition: choose_backend chose kSm90 for p (see above).
 Status sm90_forward(const FwdParams& p, cudaStream_t stream);
 
 // Ampere family: mma.sync + ldmatrix + cp.async (src/sm80); runs on cc >= 8.0.
 bool sm80_built();
 Status sm80_supports(const FwdParams& p);
+// Precondition: choose_backend chose kSm80 for p (see above).
 Status sm80_forward(const FwdParams& p, cudaStream_t stream);
 
 // Naive GPU reference (src/reference), any shape the API accepts.
@@ -25,7 +42,8 @@ Status reference_forward(const FwdParams& p, cudaStream_t stream);
 // Same algorithm with scores and probabilities rounded to the input dtype (tests' yardstick).
 Status reference_forward_lowp(const FwdParams& p, cudaStream_t stream);
 
-// Dispatch for a device of capability major.minor (pure: testable without a GPU).
+// Dispatch for a device of capability major.minor (pure: testable without a GPU). The only
+// caller of the families' supports() on the forward path.
 Status choose_backend(const FwdParams& p, Backend requested, int major, int minor,
                       Backend* chosen);
 

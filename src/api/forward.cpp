@@ -5,6 +5,7 @@
 
 #include "api/backends.h"
 #include "api/validate.h"
+#include "common/device_info.h"
 
 namespace flashattn {
 
@@ -43,32 +44,6 @@ Status check_launch(const char* what) {
     return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(e)};
   return Status::Ok();
 }
-
-namespace {
-
-// Capability of the current device; a clear error when there is none or it predates sm80.
-Status device_capability(int* major, int* minor) {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return {StatusCode::kNoDevice,
-            "no CUDA device available (flashattn needs an NVIDIA GPU of compute capability 8.0 "
-            "or newer)"};
-  }
-  int dev = 0;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-      (e = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
-      (e = cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
-    return {StatusCode::kCudaError, std::string("device query: ") + cudaGetErrorString(e)};
-  if (*major < 8)
-    return {StatusCode::kNoDevice, "device " + std::to_string(dev) + " has compute capability " +
-                                       std::to_string(*major) + "." + std::to_string(*minor) +
-                                       "; flashattn needs 8.0 or newer"};
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status choose_backend(const FwdParams& p, Backend requested, int major, int minor,
                       Backend* chosen) {
@@ -111,11 +86,12 @@ Status choose_backend(const FwdParams& p, Backend requested, int major, int mino
 
 namespace {
 
+// The one device query of a call (cached per device after the first: common/device_info.h).
 Status pick_backend(const FwdParams& p, Backend requested, Backend* chosen) {
-  int major = 0, minor = 0;
-  Status s = device_capability(&major, &minor);
+  DeviceInfo dev;
+  Status s = current_device_info(&dev);
   if (!s.ok()) return s;
-  return choose_backend(p, requested, major, minor, chosen);
+  return choose_backend(p, requested, dev.major, dev.minor, chosen);
 }
 
 }  // namespace
@@ -138,6 +114,7 @@ Status forward(const ForwardArgs& args, cudaStream_t stream) {
   Backend chosen = Backend::kReference;
   s = detail::pick_backend(p, args.backend, &chosen);
   if (!s.ok()) return s;
+  // choose_backend has checked the device and the family's supports(): the families trust it.
   switch (chosen) {
     case Backend::kSm90: return detail::sm90_forward(p, stream);
     case Backend::kSm80: return detail::sm80_forward(p, stream);

@@ -5,10 +5,10 @@
 #include <array>
 #include <cstddef>
 #include <iterator>
-#include <mutex>
 #include <string>
 
 #include "api/backends.h"
+#include "common/device_info.h"
 #include "sm80/registry.h"
 #include "sm80/tuned_select.h"
 
@@ -39,27 +39,6 @@ TunedRow default_row(int head_dim) {
     case 128: return {0, kFloat16, 128, false, 0, 128, 64, 4, 2, false, false};
     default: return {0, kFloat16, 256, false, 0, 64, 64, 4, 2, false, false};
   }
-}
-
-int device_sm() {
-  static std::array<int, 64> cache{};
-  static std::mutex mu;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
-    return -1;
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache[dev] == 0) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
-    }
-    cache[dev] = major * 10 + minor;
-  }
-  return cache[dev];
 }
 
 const KernelEntry* find_kernel(const TunedRow& r, ElemType dt) {
@@ -95,6 +74,8 @@ const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
 
 bool sm80_built() { return true; }
 
+// The device's capability (>= 8.0) is choose_backend's check, and p.scale > 0 validation's
+// (src/api/backends.h): only what the sm80 kernels add is checked here.
 Status sm80_supports(const FwdParams& p) {
   if (p.d != 64 && p.d != 128 && p.d != 256) {
     return {StatusCode::kNotSupported, "backend sm80: head dim " + std::to_string(p.d) +
@@ -103,25 +84,17 @@ Status sm80_supports(const FwdParams& p) {
   if (p.dtype != ElemType::kFloat16 && p.dtype != ElemType::kBFloat16) {
     return {StatusCode::kNotSupported, "backend sm80: dtype must be float16 or bfloat16"};
   }
-  if (!(p.scale > 0.f)) {
-    return {StatusCode::kNotSupported, "backend sm80: softmax_scale must be positive"};
-  }
   if (p.hq > 65535 || p.b > 65535) {
     return {StatusCode::kNotSupported, "backend sm80: heads and batch must be at most 65535 (grid y/z)"};
   }
   return Status::Ok();
 }
 
+// Precondition: choose_backend picked sm80 for p (device >= 8.0, sm80_supports ok).
 Status sm80_forward(const FwdParams& p, cudaStream_t stream) {
-  Status st = sm80_supports(p);
-  if (!st.ok()) return st;
-  const int sm = device_sm();
-  if (sm < 0) return {StatusCode::kNoDevice, "backend sm80: no CUDA device"};
-  if (sm < 80) {
-    return {StatusCode::kNotSupported, "backend sm80: needs compute capability 8.0 or newer (device is sm_" +
-                                           std::to_string(sm) + ")"};
-  }
-  const KernelEntry* e = sm80_select(p, sm);
+  DeviceInfo dev;  // cached since dispatch's lookup: no device query here
+  if (Status st = current_device_info(&dev); !st.ok()) return st;
+  const KernelEntry* e = sm80_select(p, dev.sm());
   if (e == nullptr) return {StatusCode::kInternal, "backend sm80: no kernel for the default configuration"};
   return sm80::launch_entry(*e, p, stream);
 }

@@ -1,10 +1,16 @@
-// Backend choice for a given device capability (no GPU needed), and the no-device path.
+// Backend choice for a given device capability (no GPU needed), the no-device path, and the
+// per-device info cache dispatch reads the capability from.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "api/backends.h"
 #include "api/validate.h"
+#include "common/device_info.h"
 
 using namespace flashattn;
 using detail::FwdParams;
@@ -94,4 +100,111 @@ TEST(Dispatch, NoDeviceGivesOneClearError) {
   const Status s = forward(a);
   EXPECT_EQ(s.code(), StatusCode::kNoDevice);
   EXPECT_NE(s.message().find("compute capability 8.0"), std::string::npos) << s.message();
+}
+
+TEST(Dispatch, ForcedBackendIsStillChecked) {
+  // forward() with a forced family goes through choose_backend too, so the family's
+  // supports() still refuses what it cannot run (its forward() trusts that).
+  Backend b = Backend::kAuto;
+  Status s = detail::choose_backend(params(96), Backend::kSm90, 9, 0, &b);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find("sm90"), std::string::npos) << s.message();
+  s = detail::choose_backend(params(96), Backend::kSm80, 8, 0, &b);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find("sm80"), std::string::npos) << s.message();
+  EXPECT_EQ(b, Backend::kAuto);  // untouched on refusal
+}
+
+TEST(Dispatch, NoDeviceInfoWithoutAGpu) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  detail::DeviceInfo info;
+  const Status s = detail::current_device_info(&info);
+  EXPECT_EQ(s.code(), StatusCode::kNoDevice);
+  EXPECT_NE(s.message().find("compute capability 8.0"), std::string::npos) << s.message();
+}
+
+TEST(Dispatch, RepeatedCallsReadTheDeviceInfoCache) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  ForwardArgs a;
+  a.q = a.k = a.v = a.out = make_contiguous(g_buf, DType::kFloat16, 1, 8, 1, 64);
+  Backend b;
+  ASSERT_TRUE(resolve_backend(a, &b).ok());  // fills the cache for the current device
+  const int before = detail::device_info_query_count();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(resolve_backend(a, &b).ok());
+  EXPECT_EQ(detail::device_info_query_count(), before);
+}
+
+namespace {
+
+std::atomic<int> g_fake_queries{0};
+std::atomic<bool> g_fake_fails{false};
+
+Status fake_query(int index, detail::DeviceInfo* out) {
+  g_fake_queries.fetch_add(1);
+  if (g_fake_fails.load()) return {StatusCode::kNoDevice, "fake: no device"};
+  out->index = index;
+  out->major = 9;
+  out->minor = 0;
+  out->sm_count = 100 + index;
+  out->smem_optin = 227 * 1024;
+  return Status::Ok();
+}
+
+}  // namespace
+
+TEST(DeviceInfoCache, QueriesEachDeviceOnce) {
+  g_fake_queries = 0;
+  g_fake_fails = false;
+  detail::DeviceInfoCache cache(&fake_query);
+  detail::DeviceInfo info;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(cache.get(0, &info).ok());
+    EXPECT_EQ(info.sm_count, 100);
+    EXPECT_EQ(info.sm(), 90);
+  }
+  ASSERT_TRUE(cache.get(3, &info).ok());
+  EXPECT_EQ(info.index, 3);
+  EXPECT_EQ(info.sm_count, 103);
+  ASSERT_TRUE(cache.get(0, &info).ok());
+  EXPECT_EQ(info.index, 0);
+  EXPECT_EQ(cache.query_count(), 2);
+  EXPECT_EQ(g_fake_queries.load(), 2);
+}
+
+TEST(DeviceInfoCache, FailureIsNotCached) {
+  g_fake_fails = true;
+  detail::DeviceInfoCache cache(&fake_query);
+  detail::DeviceInfo info;
+  EXPECT_EQ(cache.get(1, &info).code(), StatusCode::kNoDevice);
+  g_fake_fails = false;
+  EXPECT_TRUE(cache.get(1, &info).ok());
+  EXPECT_TRUE(cache.get(1, &info).ok());
+  EXPECT_EQ(cache.query_count(), 2);  // the failed query, then one that stuck
+}
+
+TEST(DeviceInfoCache, ConcurrentFirstCallsQueryOnce) {
+  g_fake_fails = false;
+  detail::DeviceInfoCache cache(&fake_query);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      detail::DeviceInfo info;
+      for (int i = 0; i < 100; ++i)
+        if (cache.get(2, &info).ok() && info.sm_count == 102) ok.fetch_add(1);
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 800);
+  EXPECT_EQ(cache.query_count(), 1);
+}
+
+TEST(DeviceInfoCache, OrdinalsPastTheTableAreQueriedEachTime) {
+  g_fake_fails = false;
+  detail::DeviceInfoCache cache(&fake_query);
+  detail::DeviceInfo info;
+  const int big = detail::DeviceInfoCache::kMaxDevices;
+  EXPECT_TRUE(cache.get(big, &info).ok());
+  EXPECT_TRUE(cache.get(big, &info).ok());
+  EXPECT_EQ(info.index, big);
+  EXPECT_EQ(cache.query_count(), 2);
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "api/validate.h"
 #include "flashattn/flashattn.h"
 
 using namespace flashattn;
@@ -141,6 +142,22 @@ TEST(Validation, SoftmaxScale) {
   ForwardArgs a = good();
   a.softmax_scale = 0.3f;
   EXPECT_TRUE(validate(a).ok());
+}
+
+TEST(Validation, ResolvedScaleIsPositive) {
+  // The one scale check: the families' supports() rely on p.scale > 0 (src/api/backends.h).
+  for (int64_t d : {64, 96, 128, 192, 256}) {
+    for (float s : {0.f, 0.3f, std::numeric_limits<float>::denorm_min()}) {
+      ForwardArgs a = good(2, 17, 33, 8, 2, d);
+      a.softmax_scale = s;
+      detail::FwdParams p;
+      bool empty = true;
+      ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+      EXPECT_GT(p.scale, 0.f);
+      EXPECT_TRUE(std::isfinite(p.scale));
+      EXPECT_EQ(p.scale, s > 0.f ? s : 1.0f / std::sqrt(static_cast<float>(d)));
+    }
+  }
 }
 
 TEST(Validation, OffsetOverflow) {
