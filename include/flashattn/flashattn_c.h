@@ -4,7 +4,9 @@
 #ifndef FLASHATTN_C_H_
 #define FLASHATTN_C_H_
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,12 +37,93 @@ typedef struct {
   int64_t stride[4]; /* elements */
 } flashattn_tensor_t;
 
-/* stream is a cudaStream_t (NULL = legacy default stream). */
+/* ---------------------------------------------------------------------------------------------
+ * Versioned parameter structs
+ *
+ * Entry points that will gain arguments over time take one struct whose FIRST field,
+ * struct_size, is the size of the struct as the caller compiled it. A library built from a newer
+ * header then knows which fields an older caller has, and an older library can tell whether a
+ * newer caller asked for something it does not know.
+ *
+ * The rule the library applies to struct_size (flashattn_forward_ex and
+ * flashattn_resolve_backend_ex; a failure is FLASHATTN_INVALID_ARGUMENT naming "params"):
+ *   - params NULL: rejected.
+ *   - struct_size smaller than the first version's size (FLASHATTN_FORWARD_PARAMS_SIZE_V1),
+ *     or larger than FLASHATTN_PARAMS_MAX_SIZE (an uninitialized struct, most likely): rejected.
+ *   - struct_size equal to the size of a version this library knows: accepted; the fields
+ *     of later versions take their defaults.
+ *   - struct_size larger than this library's sizeof: accepted only if every byte past the
+ *     library's sizeof is zero (a newer caller that left the newer fields at their defaults);
+ *     a non-zero byte there is a request this library cannot honour, and is rejected.
+ *   - any other size (between two versions): rejected.
+ * The library reads no byte at or past params + struct_size.
+ *
+ * How to extend a params struct (this header's maintainers):
+ *   1. Append fields at the end, never reorder, resize, retype or remove one. A field may be
+ *      deprecated (ignored) but keeps its place.
+ *   2. A new field's default is all-zero bytes (NULL pointer, 0, 0.0f); pick the encoding so
+ *      that zero means "feature off" (e.g. a window of -1 is stored as window + 1). This is what
+ *      makes a newer caller's untouched fields mean the same to an older library.
+ *   3. End each version on an 8-byte boundary with explicit fields, so no version has tail
+ *      padding a later field could land in (padding bytes of an older caller are not known to
+ *      be zero). Pad with a uint32_t reservedN that must be 0; a later version may give such a
+ *      field a meaning whose default is 0.
+ *   4. Add FLASHATTN_<NAME>_PARAMS_SIZE_V<n> (offset of the new version's end) below and
+ *      teach the library the new size (src/api/c_api.cpp, known sizes list).
+ *   5. Keep _init() setting struct_size to sizeof and every field to its default.
+ * A backward pass (flashattn_backward_params_t, flashattn_backward_params_init,
+ * flashattn_backward_ex, FLASHATTN_BACKWARD_PARAMS_SIZE_V1) follows the same pattern.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Largest struct_size any entry point accepts. */
+#define FLASHATTN_PARAMS_MAX_SIZE 4096
+
+typedef struct {
+  size_t struct_size; /* sizeof(flashattn_forward_params_t) as compiled by the caller */
+
+  /* ---- version 1 ---- */
+  flashattn_tensor_t q;   /* (B, Sq, Hq, D) */
+  flashattn_tensor_t k;   /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t v;   /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t out; /* (B, Sq, Hq, D), q's dtype */
+  float* lse;             /* optional (B, Hq, Sq) fp32 contiguous, natural log; NULL = none */
+  float softmax_scale;    /* 0 = 1/sqrt(D) */
+  int32_t causal;         /* non-zero: causal, bottom-right aligned when Sq != Sk */
+  int32_t backend;        /* flashattn_backend_t; 0 = FLASHATTN_BACKEND_AUTO */
+  uint32_t reserved0;     /* must be 0 (ends version 1 on an 8-byte boundary) */
+
+  /* ---- later versions append here (see the rules above) ---- */
+} flashattn_forward_params_t;
+
+/* Size of version 1 of flashattn_forward_params_t (stays valid as the struct grows). */
+#define FLASHATTN_FORWARD_PARAMS_SIZE_V1 \
+  (offsetof(flashattn_forward_params_t, reserved0) + sizeof(uint32_t))
+
+/* Zeroes *p, sets struct_size to this header's sizeof and every field to its default.
+ * Inline on purpose: it writes the size the caller was compiled with, never more. Callers
+ * that cannot use it (ctypes, other FFIs) zero the struct and set struct_size themselves. */
+static inline void flashattn_forward_params_init(flashattn_forward_params_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->struct_size = sizeof(*p);
+}
+
+/* sizeof(flashattn_forward_params_t) as this library was built (for bindings to check their
+ * mirror of the struct). */
+size_t flashattn_forward_params_size(void);
+
+/* Validates, dispatches and launches on stream (a cudaStream_t; NULL = legacy default stream).
+ * Nothing is launched on a bad call; a call with any size 0 succeeds and launches nothing. */
+int flashattn_forward_ex(const flashattn_forward_params_t* params, void* stream);
+
+/* Backend that flashattn_forward_ex would pick; writes a flashattn_backend_t to *chosen. */
+int flashattn_resolve_backend_ex(const flashattn_forward_params_t* params, int* chosen);
+
+/* Positional forms of the two calls above (version 1's fields); they stay, as thin wrappers.
+ * stream is a cudaStream_t (NULL = legacy default stream). */
 int flashattn_forward(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
                       const flashattn_tensor_t* v, const flashattn_tensor_t* out, float* lse,
                       float softmax_scale, int causal, int backend, void* stream);
 
-/* Backend that flashattn_forward would pick; writes a flashattn_backend_t to *chosen. */
 int flashattn_resolve_backend(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
                               const flashattn_tensor_t* v, const flashattn_tensor_t* out,
                               float* lse, float softmax_scale, int causal, int backend,

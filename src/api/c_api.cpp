@@ -1,10 +1,25 @@
-// C ABI: converts flat structs to the C++ API and keeps the last error per thread.
+// C ABI: reads the versioned params struct (rules in flashattn_c.h), converts it to the C++ API
+// and keeps the last error per thread. The positional entry points fill a params struct and
+// take the same path.
+#include <cstddef>
+#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "flashattn/flashattn.h"
 #include "flashattn/flashattn_c.h"
 
 namespace {
+
+// Every size a version of flashattn_forward_params_t has had, oldest first; the last is this
+// header's sizeof. A new version appends its FLASHATTN_FORWARD_PARAMS_SIZE_V<n>.
+constexpr size_t kForwardParamsSizes[] = {FLASHATTN_FORWARD_PARAMS_SIZE_V1};
+
+static_assert(offsetof(flashattn_forward_params_t, struct_size) == 0, "struct_size must come first");
+static_assert(kForwardParamsSizes[std::size(kForwardParamsSizes) - 1] == sizeof(flashattn_forward_params_t),
+              "flashattn_forward_params_t grew (or has tail padding): list the new version's size");
+static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
+static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
 
 thread_local std::string g_last_error;
 
@@ -13,9 +28,50 @@ int fail(const flashattn::Status& s) {
   return static_cast<int>(s.code());
 }
 
-int null_arg(const char* name) {
-  g_last_error = std::string(name) + ": null tensor descriptor";
+int invalid(std::string msg) {
+  g_last_error = std::move(msg);
   return FLASHATTN_INVALID_ARGUMENT;
+}
+
+int null_arg(const char* name) { return invalid(std::string(name) + ": null tensor descriptor"); }
+
+// Copies the caller's struct into *out, fields it does not have set to their defaults (zero).
+int read_forward_params(const flashattn_forward_params_t* in, flashattn_forward_params_t* out) {
+  if (in == nullptr) return invalid("params: null pointer");
+  const size_t size = in->struct_size;
+  const size_t known = sizeof(flashattn_forward_params_t);
+  const std::string got = "params.struct_size: " + std::to_string(size);
+  if (size < FLASHATTN_FORWARD_PARAMS_SIZE_V1)
+    return invalid(got + " is smaller than the first version's " +
+                   std::to_string(FLASHATTN_FORWARD_PARAMS_SIZE_V1) +
+                   " (set it with flashattn_forward_params_init or to sizeof)");
+  if (size > FLASHATTN_PARAMS_MAX_SIZE)
+    return invalid(got + " exceeds " + std::to_string(FLASHATTN_PARAMS_MAX_SIZE) +
+                   " (uninitialized struct?)");
+  if (size > known) {
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(in);
+    for (size_t i = known; i < size; ++i)
+      if (bytes[i] != 0)
+        return invalid(got + " is larger than this library's " + std::to_string(known) +
+                       " and byte " + std::to_string(i) +
+                       " is not zero: the caller sets a field from a newer flashattn_c.h that "
+                       "this library does not know (upgrade libflashattn)");
+  } else {
+    bool listed = false;
+    for (size_t s : kForwardParamsSizes) listed = listed || s == size;
+    if (!listed)
+      return invalid(got + " is not the size of any version of flashattn_forward_params_t");
+  }
+  std::memset(out, 0, known);
+  std::memcpy(out, in, size < known ? size : known);
+  out->struct_size = known;
+  return FLASHATTN_OK;
+}
+
+int check_dtype(const flashattn_tensor_t& t, const char* name) {
+  if (t.dtype < FLASHATTN_FP16 || t.dtype > FLASHATTN_FP32)
+    return invalid(std::string(name) + ": unknown dtype value " + std::to_string(t.dtype));
+  return FLASHATTN_OK;
 }
 
 flashattn::TensorRef to_ref(const flashattn_tensor_t& t) {
@@ -29,40 +85,76 @@ flashattn::TensorRef to_ref(const flashattn_tensor_t& t) {
   return r;
 }
 
-int build_args(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
-               const flashattn_tensor_t* v, const flashattn_tensor_t* out, float* lse,
-               float softmax_scale, int causal, int backend, flashattn::ForwardArgs* a) {
+// The C++ arguments for a caller's params struct (checked against the size rule first).
+int build_args(const flashattn_forward_params_t* params, flashattn::ForwardArgs* a) {
+  flashattn_forward_params_t p;
+  if (int rc = read_forward_params(params, &p)) return rc;
+  if (int rc = check_dtype(p.q, "q")) return rc;
+  if (int rc = check_dtype(p.k, "k")) return rc;
+  if (int rc = check_dtype(p.v, "v")) return rc;
+  if (int rc = check_dtype(p.out, "out")) return rc;
+  if (p.reserved0 != 0) return invalid("params.reserved0: must be 0");
+  a->q = to_ref(p.q);
+  a->k = to_ref(p.k);
+  a->v = to_ref(p.v);
+  a->out = to_ref(p.out);
+  a->lse = p.lse;
+  a->softmax_scale = p.softmax_scale;
+  a->causal = p.causal != 0;
+  a->backend = static_cast<flashattn::Backend>(p.backend);  // range checked by validation
+  return FLASHATTN_OK;
+}
+
+// Version 1's fields from the positional entry points.
+int positional_params(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
+                      const flashattn_tensor_t* v, const flashattn_tensor_t* out, float* lse,
+                      float softmax_scale, int causal, int backend,
+                      flashattn_forward_params_t* p) {
   if (!q) return null_arg("q");
   if (!k) return null_arg("k");
   if (!v) return null_arg("v");
   if (!out) return null_arg("out");
-  for (const flashattn_tensor_t* t : {q, k, v, out}) {
-    if (t->dtype < FLASHATTN_FP16 || t->dtype > FLASHATTN_FP32) {
-      g_last_error = "dtype: unknown value " + std::to_string(t->dtype);
-      return FLASHATTN_INVALID_ARGUMENT;
-    }
-  }
-  a->q = to_ref(*q);
-  a->k = to_ref(*k);
-  a->v = to_ref(*v);
-  a->out = to_ref(*out);
-  a->lse = lse;
-  a->softmax_scale = softmax_scale;
-  a->causal = causal != 0;
-  a->backend = static_cast<flashattn::Backend>(backend);
+  flashattn_forward_params_init(p);
+  p->q = *q;
+  p->k = *k;
+  p->v = *v;
+  p->out = *out;
+  p->lse = lse;
+  p->softmax_scale = softmax_scale;
+  p->causal = causal;
+  p->backend = backend;
   return FLASHATTN_OK;
 }
 
 }  // namespace
 
+extern "C" size_t flashattn_forward_params_size(void) { return sizeof(flashattn_forward_params_t); }
+
+extern "C" int flashattn_forward_ex(const flashattn_forward_params_t* params, void* stream) {
+  flashattn::ForwardArgs a;
+  if (int rc = build_args(params, &a)) return rc;
+  flashattn::Status s = flashattn::forward(a, static_cast<cudaStream_t>(stream));
+  return s.ok() ? FLASHATTN_OK : fail(s);
+}
+
+extern "C" int flashattn_resolve_backend_ex(const flashattn_forward_params_t* params, int* chosen) {
+  flashattn::ForwardArgs a;
+  if (int rc = build_args(params, &a)) return rc;
+  if (chosen == nullptr) return invalid("chosen: null pointer");
+  flashattn::Backend b = flashattn::Backend::kReference;
+  flashattn::Status s = flashattn::resolve_backend(a, &b);
+  if (!s.ok()) return fail(s);
+  *chosen = static_cast<int>(b);
+  return FLASHATTN_OK;
+}
+
 extern "C" int flashattn_forward(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
                                  const flashattn_tensor_t* v, const flashattn_tensor_t* out,
                                  float* lse, float softmax_scale, int causal, int backend,
                                  void* stream) {
-  flashattn::ForwardArgs a;
-  if (int rc = build_args(q, k, v, out, lse, softmax_scale, causal, backend, &a)) return rc;
-  flashattn::Status s = flashattn::forward(a, static_cast<cudaStream_t>(stream));
-  return s.ok() ? FLASHATTN_OK : fail(s);
+  flashattn_forward_params_t p;
+  if (int rc = positional_params(q, k, v, out, lse, softmax_scale, causal, backend, &p)) return rc;
+  return flashattn_forward_ex(&p, stream);
 }
 
 extern "C" int flashattn_resolve_backend(const flashattn_tensor_t* q, const flashattn_tensor_t* k,
@@ -70,14 +162,9 @@ extern "C" int flashattn_resolve_backend(const flashattn_tensor_t* q, const flas
                                          const flashattn_tensor_t* out, float* lse,
                                          float softmax_scale, int causal, int backend,
                                          int* chosen) {
-  flashattn::ForwardArgs a;
-  if (int rc = build_args(q, k, v, out, lse, softmax_scale, causal, backend, &a)) return rc;
-  if (chosen == nullptr) return null_arg("chosen");
-  flashattn::Backend b = flashattn::Backend::kReference;
-  flashattn::Status s = flashattn::resolve_backend(a, &b);
-  if (!s.ok()) return fail(s);
-  *chosen = static_cast<int>(b);
-  return FLASHATTN_OK;
+  flashattn_forward_params_t p;
+  if (int rc = positional_params(q, k, v, out, lse, softmax_scale, causal, backend, &p)) return rc;
+  return flashattn_resolve_backend_ex(&p, chosen);
 }
 
 extern "C" const char* flashattn_last_error(void) { return g_last_error.c_str(); }
