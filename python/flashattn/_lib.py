@@ -1,7 +1,9 @@
 """ctypes binding of the flashattn C ABI (include/flashattn/flashattn_c.h).
 
 Pure Python + ctypes: nothing here imports torch, so users without PyTorch can still
-locate the library, read its version and call flashattn_forward on raw device pointers.
+locate the library, read its version and call flashattn_forward_ex on raw device pointers.
+forward() and resolve_backend() fill a ForwardParams (flashattn_forward_params_t) and pass it
+to the struct entry points; fields a later header appends are appended to ForwardParams too.
 
 Library search order (first hit wins):
   1. $FLASHATTN_LIBRARY (an explicit path always overrides);
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 __all__ = [
-    "FlashattnTensor", "Status", "DType", "Backend", "BACKENDS", "find_library", "load_library",
-    "library_version", "last_error", "forward", "resolve_backend", "make_tensor", "raise_for_status",
+    "FlashattnTensor", "ForwardParams", "Status", "DType", "Backend", "BACKENDS", "find_library",
+    "load_library", "library_version", "last_error", "forward", "resolve_backend", "make_tensor",
+    "make_forward_params", "forward_params_size", "raise_for_status",
 ]
 
 LIBRARY_ENV = "FLASHATTN_LIBRARY"
@@ -65,11 +68,41 @@ class FlashattnTensor(ctypes.Structure):
 _I64x4 = ctypes.c_int64 * 4
 
 
+class ForwardParams(ctypes.Structure):
+    """flashattn_forward_params_t, field for field (flashattn_c.h). Append only, as the header does.
+
+    ctypes zero-fills a new instance, which is every field's default; struct_size must be set to
+    ctypes.sizeof(ForwardParams) (make_forward_params does), so the library knows which fields
+    this binding has.
+    """
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        # version 1
+        ("q", FlashattnTensor),
+        ("k", FlashattnTensor),
+        ("v", FlashattnTensor),
+        ("out", FlashattnTensor),
+        ("lse", ctypes.c_void_p),
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+        ("reserved0", ctypes.c_uint32),
+    ]
+
+
 def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
                 stride: Sequence[int]) -> FlashattnTensor:
     if len(shape) != 4 or len(stride) != 4:
         raise ValueError("flashattn tensors are 4-D (B, S, H, D)")
     return FlashattnTensor(int(data_ptr) or None, int(dtype), _I64x4(*map(int, shape)), _I64x4(*map(int, stride)))
+
+
+def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
+                        out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
+                        causal: bool = False, backend="auto") -> ForwardParams:
+    """A ForwardParams with struct_size set and the given version-1 fields."""
+    return ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
+                         float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
 
 
 def _candidates():
@@ -120,6 +153,13 @@ def load_library() -> ctypes.CDLL:
                                                   ctypes.c_int, ctypes.c_int,
                                                   ctypes.POINTER(ctypes.c_int)]
         lib.flashattn_resolve_backend.restype = ctypes.c_int
+        pp = ctypes.POINTER(ForwardParams)
+        lib.flashattn_forward_ex.argtypes = [pp, ctypes.c_void_p]
+        lib.flashattn_forward_ex.restype = ctypes.c_int
+        lib.flashattn_resolve_backend_ex.argtypes = [pp, ctypes.POINTER(ctypes.c_int)]
+        lib.flashattn_resolve_backend_ex.restype = ctypes.c_int
+        lib.flashattn_forward_params_size.argtypes = []
+        lib.flashattn_forward_params_size.restype = ctypes.c_size_t
         lib.flashattn_last_error.argtypes = []
         lib.flashattn_last_error.restype = ctypes.c_char_p
         lib.flashattn_version.argtypes = []
@@ -131,6 +171,11 @@ def load_library() -> ctypes.CDLL:
 def library_version() -> str:
     """Version string compiled into libflashattn (flashattn_version())."""
     return load_library().flashattn_version().decode()
+
+
+def forward_params_size() -> int:
+    """sizeof(flashattn_forward_params_t) as the loaded library was built."""
+    return int(load_library().flashattn_forward_params_size())
 
 
 def last_error() -> str:
@@ -171,14 +216,13 @@ def _backend_id(backend) -> int:
 def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: FlashattnTensor,
             lse_ptr: int = 0, softmax_scale: float = 0.0, causal: bool = False,
             backend="auto", stream: int = 0) -> None:
-    """flashattn_forward on raw descriptors; raises on a non-zero status.
+    """flashattn_forward_ex on raw descriptors; raises on a non-zero status.
 
     lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer, or 0 for none.
     softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 = legacy default).
     """
-    # argtypes (load_library) convert plain ints and floats; 0 passes as a null pointer.
-    rc = load_library().flashattn_forward(q, k, v, out, int(lse_ptr), float(softmax_scale),
-                                          1 if causal else 0, _backend_id(backend), int(stream))
+    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend)
+    rc = load_library().flashattn_forward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_forward")
 
@@ -187,11 +231,8 @@ def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
                     out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
                     causal: bool = False, backend="auto") -> str:
     """Name of the backend flashattn_forward would run for these arguments."""
-    lib = load_library()
+    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend)
     chosen = ctypes.c_int(-1)
-    rc = lib.flashattn_resolve_backend(ctypes.byref(q), ctypes.byref(k), ctypes.byref(v),
-                                       ctypes.byref(out), ctypes.c_void_p(int(lse_ptr) or None),
-                                       ctypes.c_float(softmax_scale), int(bool(causal)),
-                                       _backend_id(backend), ctypes.byref(chosen))
+    rc = load_library().flashattn_resolve_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
     raise_for_status(rc, "flashattn_resolve_backend")
     return BACKEND_NAMES.get(chosen.value, str(chosen.value))

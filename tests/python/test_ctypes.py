@@ -130,3 +130,58 @@ def test_c_abi_unknown_backend_name():
     t, _buf = _host_tensor(c_api.DType.FP16, (1, 4, 2, 64))
     with pytest.raises(ValueError, match="backend"):
         c_api.forward(t, t, t, t, backend="sm70")
+
+
+@needs_lib
+def test_forward_params_mirror_matches_library():
+    assert ctypes.sizeof(c_api.ForwardParams) == c_api.forward_params_size()
+    assert c_api.ForwardParams.struct_size.offset == 0
+    # Version 1 ends on an 8-byte boundary, with no tail padding (flashattn_c.h's rule 3).
+    assert c_api.ForwardParams.reserved0.offset + 4 == ctypes.sizeof(c_api.ForwardParams)
+
+
+def test_make_forward_params_sets_size_and_defaults():
+    t = c_api.make_tensor(0, c_api.DType.FP16, (1, 4, 2, 64), (512, 128, 64, 1))
+    p = c_api.make_forward_params(t, t, t, t)
+    assert p.struct_size == ctypes.sizeof(c_api.ForwardParams)
+    assert (p.lse, p.softmax_scale, p.causal, p.backend, p.reserved0) == (None, 0.0, 0, 0, 0)
+    p = c_api.make_forward_params(t, t, t, t, 64, 0.5, True, "sm80")
+    assert (p.lse, p.softmax_scale, p.causal, p.backend) == (64, 0.5, 1, c_api.Backend.SM80)
+
+
+@needs_lib
+def test_forward_ex_size_rule():
+    lib = c_api.load_library()
+    t, _buf = _host_tensor(c_api.DType.FP16, (0, 4, 2, 64))  # empty: no device needed
+    p = c_api.make_forward_params(t, t, t, t)
+    assert lib.flashattn_forward_ex(ctypes.byref(p), None) == c_api.Status.OK, c_api.last_error()
+    assert lib.flashattn_forward_ex(None, None) == c_api.Status.INVALID_ARGUMENT
+    assert "params: null" in c_api.last_error()
+    p.struct_size = 16
+    assert lib.flashattn_forward_ex(ctypes.byref(p), None) == c_api.Status.INVALID_ARGUMENT
+    assert "params.struct_size" in c_api.last_error()
+
+    # A binding from a newer header: unknown trailing fields must be zero.
+    class Newer(ctypes.Structure):
+        _fields_ = [("base", c_api.ForwardParams), ("extra", ctypes.c_uint64 * 2)]
+
+    n = Newer(c_api.make_forward_params(t, t, t, t))
+    n.base.struct_size = ctypes.sizeof(Newer)
+    pn = ctypes.cast(ctypes.byref(n), ctypes.POINTER(c_api.ForwardParams))
+    assert lib.flashattn_forward_ex(pn, None) == c_api.Status.OK, c_api.last_error()
+    n.extra[1] = 1
+    assert lib.flashattn_forward_ex(pn, None) == c_api.Status.INVALID_ARGUMENT
+    assert "not zero" in c_api.last_error()
+
+
+@needs_lib
+def test_resolve_backend_goes_through_the_struct():
+    t, _buf = _host_tensor(c_api.DType.FP16, (1, 4, 2, 64))
+    try:
+        name = c_api.resolve_backend(t, t, t, t)
+    except RuntimeError as e:  # no GPU here: reported after validation
+        assert "compute capability 8.0" in str(e)
+    else:
+        assert name in c_api.BACKENDS
+    with pytest.raises(ValueError, match="softmax_scale"):
+        c_api.resolve_backend(t, t, t, t, softmax_scale=-1.0)
