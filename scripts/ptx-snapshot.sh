@@ -4,7 +4,7 @@
 #   scripts/ptx-snapshot.sh OUT.txt [TU.cu ...]     (default: every instantiation unit)
 #   python3 tools/dev/ptx_fingerprint.py --diff before.txt after.txt
 # sm90 units compile for sm_90a, the rest for sm_80; extra flags come from PTX_FLAGS
-# (e.g. -DFLASHATTN_SM90_PINGPONG=0).
+# (e.g. -DFLASHATTN_SM90_ABL_PINGPONG=0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:?usage: ptx-snapshot.sh OUT.txt [TU.cu ...]}"); shift

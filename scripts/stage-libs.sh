@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds variants of the library (sm_90a only, no tests) and packs them for one device call:
 #   scripts/stage-libs.sh NAME="CUDA FLAGS" [NAME="CUDA FLAGS" ...]   -> .dev/libs.tgz
-# e.g. scripts/stage-libs.sh base="" lead0="-DFLASHATTN_SM90_CLAIM_LEAD=0"
+# e.g. scripts/stage-libs.sh base="" lead0="-DFLASHATTN_SM90_ABL_CLAIM_LEAD=0"
 # Each variant builds in build-<NAME>/ (kept: a rebuild is incremental). On the GPU machine:
 #   tar xzf .dev/libs.tgz -C .dev && bash scripts/lib-ab.sh "LIB_AB ARGS" base lead0
 set -euo pipefail

@@ -1,4 +1,5 @@
-// Host side: zeroed device buffers (can_allocate_now, alloc_zeroed; also the tile-counter pool)
+// Host side: zeroed device buffers (can_allocate_now, alloc_zeroed), the tile-counter pool of the
+// dynamic scheduler, the SM count persistent grids size to,
 // and the stream-K tail's workspace (sm90/stream_k_merge.h), one buffer per (device,
 // stream). Launches on one stream run in order, so they can share a buffer; the kernel leaves
 // its counters at zero. A buffer is never freed while the process runs: a CUDA graph captured
@@ -10,6 +11,8 @@
 #include <cstddef>
 #include <mutex>
 #include <vector>
+
+#include "common/device_info.h"
 
 namespace flashattn::sm90 {
 
@@ -74,6 +77,33 @@ inline void* stream_workspace(cudaStream_t stream, size_t bytes) {
     entries.push_back({dev, stream, p, bytes});
   }
   return p;
+}
+
+// Tile counters for dynamic scheduling: a per-device pool of zeroed {next, finished} pairs,
+// handed out round-robin so launches in flight on different streams use different pairs (each
+// pair is zero again when its kernel ends). Null if the pool cannot be allocated (e.g. during
+// stream capture in global mode); the kernel then strides statically.
+inline int* next_tile_counter(cudaStream_t stream) {
+  constexpr int kPairs = 256;
+  static std::mutex mu;
+  static int* pools[64] = {};
+  static unsigned next[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools[dev] == nullptr) {
+    // First use allocates and zeroes synchronously; not allowed while capturing a graph.
+    if (!can_allocate_now(stream)) return nullptr;
+    pools[dev] = static_cast<int*>(alloc_zeroed(kPairs * 2 * sizeof(int)));
+    if (pools[dev] == nullptr) return nullptr;
+  }
+  return pools[dev] + 2 * (next[dev]++ % kPairs);
+}
+
+// SM count of the current device (persistent grids size to it), from the per-device cache.
+inline int current_num_sms() {
+  detail::DeviceInfo info;
+  return detail::current_device_info(&info).ok() && info.sm_count > 0 ? info.sm_count : 1;
 }
 
 }  // namespace flashattn::sm90

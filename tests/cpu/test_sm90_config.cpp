@@ -1,4 +1,4 @@
-// The shipped sm90 configurations (src/sm90/table_config.h): their shared-memory layout fits,
+// The shipped sm90 configurations (src/sm90/fwd/tile_table.h): their shared-memory layout fits,
 // every region starts on the 1 KiB swizzle repeat, no two regions overlap, and the O staging of
 // the TMA-store epilogue lies where the kernel may write it: an own buffer, or (kTmaStoreInQ)
 // exactly the rows of the tile's Q slot that the writing consumer group's QK^T reads, so a
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sm90/table_config.h"
+#include "sm90/fwd/tile_table.h"
 
 namespace {
 
@@ -60,16 +60,16 @@ Layout layout(const std::string& name) {
 
 std::vector<Layout> shipped() {
   std::vector<Layout> v;
-  v.push_back(layout<DefaultConfig<64, true, false>>("d64 non-causal"));
-  v.push_back(layout<DefaultConfig<64, true, true>>("d64 causal"));
-  v.push_back(layout<DefaultConfig<64, true, true, Sm90TileTable<64>::kConsumerWarpgroupsShortCausal>>(
-      "d64 short causal"));
-  v.push_back(layout<DefaultConfig<128, true, false>>("d128 non-causal"));
-  v.push_back(layout<DefaultConfig<128, false, true>>("d128 causal fp16"));
-  v.push_back(layout<DefaultConfig<256, true, false>>("d256 non-causal"));
-  v.push_back(layout<DefaultConfig<256, true, true>>("d256 causal"));
+  v.push_back(layout<TableConfig<64, true, false>>("d64 non-causal"));
+  v.push_back(layout<TableConfig<64, true, true>>("d64 causal"));
+  v.push_back(layout<TableConfig<64, true, true, true>>("d64 short causal"));
+  v.push_back(layout<TableConfig<128, true, false>>("d128 non-causal"));
+  v.push_back(layout<TableConfig<128, false, true>>("d128 causal fp16"));
+  v.push_back(layout<TableConfig<256, true, false>>("d256 non-causal"));
+  v.push_back(layout<TableConfig<256, true, true>>("d256 causal"));
   // Not dispatched today, but the Q-slot staging with two slots is only exercised here.
-  v.push_back(layout<TableConfig<128, true, 160, 2, 2, true, true>>("d128 BlockN 160"));
+  v.push_back(layout<Sm90FwdConfig<with_ablations(
+                  {.head_dim = 128, .block_n = 160, .split_masked_loop = true, .stream_k = true})>>("d128 BlockN 160"));
   return v;
 }
 

@@ -2,7 +2,7 @@
 # Dev harness, not a test: builds tools/dev/sm90_standalone.cu (the sm90 kernels without the API
 # layer or CMake) into build-sm90-standalone/, for quick ablation builds of the kernels alone.
 # Usage: tools/dev/build_sm90_standalone.sh [OUT_DIR] ["EXTRA NVCC FLAGS"]
-#   e.g. tools/dev/build_sm90_standalone.sh build-pp0 "-DFLASHATTN_SM90_PINGPONG=0"
+#   e.g. tools/dev/build_sm90_standalone.sh build-pp0 "-DFLASHATTN_SM90_ABL_PINGPONG=0"
 # Library variants for A/B timing against cuDNN: scripts/stage-libs.sh + scripts/lib-ab.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

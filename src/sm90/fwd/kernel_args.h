@@ -5,17 +5,12 @@
 #include <cstdint>
 
 #include "sm90/barriers.h"
+#include "sm90/fwd/ablation.h"
 #include "sm90/fwd/stream_k.h"
 #include "sm90/pipeline.h"
 #include "sm90/scheduler.h"
 #include "sm90/tile_order.h"
 
-// Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
-// stamps every piece it runs (code, start, mainloop end, epilogue end) into args.trace, which
-// the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
-#ifndef FLASHATTN_SM90_TRACE
-#define FLASHATTN_SM90_TRACE 0
-#endif
 
 namespace flashattn::sm90 {
 

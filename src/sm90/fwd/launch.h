@@ -15,84 +15,11 @@
 #include "sm90/fwd/kernel.h"
 #include "sm90/fwd/stream_k_host.h"
 #include "sm90/fwd/tile_table.h"
+#include "sm90/tma_host.h"
 #include "sm90/fwd/trace_host.h"
 #include "sm90/workspace.h"
 
 namespace flashattn::sm90 {
-
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult st{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &st) !=
-            cudaSuccess ||
-        st != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// (B, S, H, D) tensor with element strides (sb, ss, sh, 1) as a 4-D map {D, S, H, B}; boxes of
-// 64 x rows (one 128 B swizzle span wide). Out-of-bounds rows read as zero.
-inline bool encode_bshd(CUtensorMap* map, const void* ptr, CUtensorMapDataType dt, int b, int s, int h, int d,
-                        int64_t sb, int64_t ss, int64_t sh, int box_rows) {
-  const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)s, (cuuint64_t)h, (cuuint64_t)b};
-  const cuuint64_t strides[3] = {(cuuint64_t)ss * 2, (cuuint64_t)sh * 2, (cuuint64_t)sb * 2};
-  const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  auto enc = tensor_map_encoder();
-  if (enc == nullptr) return false;
-  return enc(map, dt, 4, const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// SM count of the current device (cached per device; persistent grids size to it).
-inline int num_sms() {
-  static int cache[64] = {};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev < 0 || dev >= 64) dev = 0;
-  if (cache[dev] == 0) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    cache[dev] = n > 0 ? n : 1;
-  }
-  return cache[dev];
-}
-
-// Scheduling modes: 0 one CTA per tile, 1 static persistent, 2 dynamic persistent.
-#ifndef FLASHATTN_SM90_SCHED_NONCAUSAL
-#define FLASHATTN_SM90_SCHED_NONCAUSAL 2
-#endif
-// Causal default (-1): dynamic, except one CTA per tile from the table's
-// kCausalOneCtaPerTileSeqLen on (D=256, see config.h).
-#ifndef FLASHATTN_SM90_SCHED_CAUSAL
-#define FLASHATTN_SM90_SCHED_CAUSAL -1
-#endif
-
-// Tile counters for dynamic scheduling: a per-device pool of zeroed {next, finished} pairs,
-// handed out round-robin so launches in flight on different streams use different pairs (each
-// pair is zero again when its kernel ends). Null if the pool cannot be allocated (e.g. during
-// stream capture in global mode); the kernel then strides statically.
-inline int* next_tile_counter(cudaStream_t stream) {
-  constexpr int kPairs = 256;
-  static std::mutex mu;
-  static int* pools[64] = {};
-  static unsigned next[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (pools[dev] == nullptr) {
-    // First use allocates and zeroes synchronously; not allowed while capturing a graph.
-    if (!can_allocate_now(stream)) return nullptr;
-    pools[dev] = static_cast<int*>(alloc_zeroed(kPairs * 2 * sizeof(int)));
-    if (pools[dev] == nullptr) return nullptr;
-  }
-  return pools[dev] + 2 * (next[dev]++ % kPairs);
-}
 
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
@@ -100,9 +27,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap tmQ, tmK, tmV, tmO{};
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
-  if (!encode_bshd(&tmQ, p.q.ptr, dt, p.b, p.sq, p.hq, p.d, p.q.sb, p.q.ss, p.q.sh, Cfg::kBlockM) ||
-      !encode_bshd(&tmK, p.k.ptr, dt, p.b, p.sk, p.hkv, p.d, p.k.sb, p.k.ss, p.k.sh, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, p.v.ptr, dt, p.b, p.sk, p.hkv, p.d, p.v.sb, p.v.ss, p.v.sh, Cfg::kBlockN))
+  if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
+      !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN) ||
+      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
 
   Sm90FwdArgs args{};
@@ -124,7 +51,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kTmaStoreEpilogue) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.o.ss > 0 && p.o.ss % 8 == 0 &&
                          p.o.sh > 0 && p.o.sh % 8 == 0 && p.o.sb > 0 && p.o.sb % 8 == 0;
-    args.o_tma = aligned && encode_bshd(&tmO, p.o.ptr, dt, p.b, p.sq, p.hq, p.d, p.o.sb, p.o.ss, p.o.sh, 64);
+    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d, 64);
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
@@ -146,10 +73,10 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   // per tile (620 vs 668 TFLOPS at S=16k, D=128), the atomic counter beats both (396 vs 344 at
   // S=1k). Non-causal: dynamic measured equal or +1% over static; one path for both.
   // D=256 causal at long S measured faster with one CTA per tile (V6, reason not yet understood).
-  constexpr int kOneCtaFrom = Sm90TileTable<Cfg::kHeadDim>::kCausalOneCtaPerTileSeqLen;
-  const int causal_mode = FLASHATTN_SM90_SCHED_CAUSAL >= 0 ? FLASHATTN_SM90_SCHED_CAUSAL
+  constexpr int kOneCtaFrom = causal_one_cta_per_tile_seqlen(Cfg::kHeadDim);
+  const int causal_mode = FLASHATTN_SM90_ABL_SCHED_CAUSAL >= 0 ? FLASHATTN_SM90_ABL_SCHED_CAUSAL
                           : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
-  const int mode = p.causal ? causal_mode : FLASHATTN_SM90_SCHED_NONCAUSAL;
+  const int mode = p.causal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
   // No split: every tile whole. Stream-K configs take every tile's key range from the plan.
   const int n_blocks = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -159,8 +86,8 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if (Cfg::kStreamK && p.causal) return {StatusCode::kInternal, "backend sm90: a stream-K (non-causal) kernel got a causal call"};
   void* graph_workspace = nullptr;
   if (Cfg::kPersistent && mode >= 1) {
-    if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, num_sms(), stream);
-    grid = (int)std::min<long long>(args.plan.num_items(), num_sms());
+    if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, current_num_sms(), stream);
+    grid = (int)std::min<long long>(args.plan.num_items(), current_num_sms());
     if (mode == 2) args.tile_counter = next_tile_counter(stream);  // null (static) if unavailable
   }
 #if FLASHATTN_SM90_TRACE
@@ -187,13 +114,11 @@ Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 // instantiation (same Sm90FwdConfig type).
 template <int D, bool Bf16>
 Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  using T = Sm90TileTable<D>;
-  if (!p.causal) return launch_fwd<DefaultConfig<D, Bf16, false>>(p, stream);
-  if constexpr (T::kConsumerWarpgroupsShortCausal != T::kConsumerWarpgroups) {
-    if (p.sq < T::kShortCausalSeqLen)
-      return launch_fwd<DefaultConfig<D, Bf16, true, T::kConsumerWarpgroupsShortCausal>>(p, stream);
+  if (!p.causal) return launch_fwd<TableConfig<D, Bf16, false>>(p, stream);
+  if constexpr (tile_table(D, Bf16, true, true) != tile_table(D, Bf16, true, false)) {
+    if (p.sq < short_causal_seqlen(D)) return launch_fwd<TableConfig<D, Bf16, true, true>>(p, stream);
   }
-  return launch_fwd<DefaultConfig<D, Bf16, true>>(p, stream);
+  return launch_fwd<TableConfig<D, Bf16, true>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

@@ -1,62 +1,64 @@
-// The configurations the sm90 launcher dispatches to: Sm90TileTable's entries per head dim
-// and mask, with the build-time ablation switches (FLASHATTN_SM90_*) applied. Plain C++ (no
-// CUDA headers), so the CPU tests check the shipped configurations' smem layouts.
+// The tile table: which configuration each (head dim, dtype, mask, length class) runs, with the
+// reason for every entry, and the build-time ablation switches (ablation.h) applied on top.
+// Plain C++ (no CUDA headers), so the CPU tests check the shipped layouts
+// (tests/cpu/test_sm90_config.cpp). docs/VERSIONS.md holds the measurements behind each choice.
 #pragma once
 
+#include "sm90/fwd/ablation.h"
 #include "sm90/fwd/config.h"
-
-// Stream-K tail for non-causal persistent launches (stream_k.h): on (1) or off (0).
-#ifndef FLASHATTN_SM90_STREAM_K
-#define FLASHATTN_SM90_STREAM_K 1
-#endif
-
-// Ablation builds flip the optimisation flags for every head dim at once
-// (e.g. -DFLASHATTN_SM90_PINGPONG=0); the defaults are the shipped configuration.
-#ifndef FLASHATTN_SM90_PERSISTENT
-#define FLASHATTN_SM90_PERSISTENT 1
-#endif
-#ifndef FLASHATTN_SM90_OVERLAP
-#define FLASHATTN_SM90_OVERLAP 1
-#endif
-#ifndef FLASHATTN_SM90_PINGPONG
-#define FLASHATTN_SM90_PINGPONG FLASHATTN_SM90_OVERLAP
-#endif
-// -1: per head dim from Sm90TileTable (on for D=256); 0/1 force it off/on everywhere.
-#ifndef FLASHATTN_SM90_COND_RESCALE
-#define FLASHATTN_SM90_COND_RESCALE -1
-#endif
-#ifndef FLASHATTN_SM90_TMA_STORE
-#define FLASHATTN_SM90_TMA_STORE 1
-#endif
-// Separate masked/unmasked key-tile loops: -1 = per head dim and mask (table), 0/1 force it.
-#ifndef FLASHATTN_SM90_SPLIT_MASKED_LOOP
-#define FLASHATTN_SM90_SPLIT_MASKED_LOOP -1
-#endif
-
-// Two Q buffers where they fit (config.h kQStages): 1 on, 0 off.
-#ifndef FLASHATTN_SM90_DOUBLE_Q
-#define FLASHATTN_SM90_DOUBLE_Q 1
-#endif
 
 namespace flashattn::sm90 {
 
-// A table configuration: the tile shape and per-config flags given, the ablation switches
-// (FLASHATTN_SM90_*) and the head dim's table entries filling in the rest.
-template <int D, bool Bf16, int BlockN, int Stages, int ConsumerWarpgroups, bool SplitMaskedLoop, bool StreamK>
-using TableConfig = Sm90FwdConfig<D, BlockN, Stages, Bf16, FLASHATTN_SM90_OVERLAP != 0, FLASHATTN_SM90_PINGPONG != 0,
-                                  FLASHATTN_SM90_PERSISTENT != 0, ConsumerWarpgroups,
-                                  FLASHATTN_SM90_COND_RESCALE < 0 ? Sm90TileTable<D>::kConditionalRescale
-                                                                  : FLASHATTN_SM90_COND_RESCALE != 0,
-                                  FLASHATTN_SM90_TMA_STORE != 0,
-                                  FLASHATTN_SM90_SPLIT_MASKED_LOOP < 0 ? SplitMaskedLoop
-                                                                       : FLASHATTN_SM90_SPLIT_MASKED_LOOP != 0,
-                                  StreamK && FLASHATTN_SM90_STREAM_K != 0, FLASHATTN_SM90_DOUBLE_Q != 0>;
+// The build's ablation switches applied to a table entry.
+constexpr Sm90FwdOptions with_ablations(Sm90FwdOptions o) {
+  o.overlap = FLASHATTN_SM90_ABL_OVERLAP != 0;
+  o.pingpong = FLASHATTN_SM90_ABL_PINGPONG != 0;
+  o.persistent = FLASHATTN_SM90_ABL_PERSISTENT != 0;
+  if (FLASHATTN_SM90_ABL_COND_RESCALE >= 0) o.conditional_rescale = FLASHATTN_SM90_ABL_COND_RESCALE != 0;
+  o.tma_store_epilogue = FLASHATTN_SM90_ABL_TMA_STORE != 0;
+  if (FLASHATTN_SM90_ABL_SPLIT_MASKED_LOOP >= 0) o.split_masked_loop = FLASHATTN_SM90_ABL_SPLIT_MASKED_LOOP != 0;
+  o.stream_k = o.stream_k && FLASHATTN_SM90_ABL_STREAM_K != 0;
+  o.double_q = FLASHATTN_SM90_ABL_DOUBLE_Q != 0;
+  return o;
+}
 
-// The configuration each (head dim, dtype, mask) dispatches to.
-template <int D, bool Bf16, bool Causal, int ConsumerWarpgroups = Sm90TileTable<D>::kConsumerWarpgroups>
-using DefaultConfig =
-    TableConfig<D, Bf16, Causal ? Sm90TileTable<D>::kBlockNCausal : Sm90TileTable<D>::kBlockN,
-                Causal ? Sm90TileTable<D>::kStagesCausal : Sm90TileTable<D>::kStages, ConsumerWarpgroups,
-                Causal ? Sm90TileTable<D>::kSplitMaskedLoopCausal : Sm90TileTable<D>::kSplitMaskedLoop, !Causal>;
+// Causal calls with Sq below this run the table's short-causal entry (0: none).
+constexpr int short_causal_seqlen(int head_dim) { return head_dim == 64 ? 2048 : 0; }
+// Causal calls with Sq at or above this run one CTA per tile instead of the dynamic persistent
+// grid (0: never). D=256 (V6): measured faster from 2k, the dynamic grid stays ahead at 1k.
+constexpr int causal_one_cta_per_tile_seqlen(int head_dim) { return head_dim == 256 ? 2048 : 0; }
+
+// The entry for head dim `d`. Every non-causal entry takes the stream-K tail (stream_k.h):
+// causal tiles differ in cost and the dynamic longest-first scheduler balances them instead.
+constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_causal = false) {
+  Sm90FwdOptions o{.head_dim = d, .bf16 = bf16, .stream_k = !causal};
+  if (d == 64) {
+    // BlockM 192 (3 consumer groups, 32/160 registers) x BlockN 128, 2 stages: small D is
+    // exp-bound, so a third group's softmax overlaps the other two's GEMMs. Causal with short
+    // Sq keeps 2 groups (a bigger diagonal waste and too few tiles with 3). No conditional
+    // rescale (V5: slower), no split loops (V13: three groups at 160 registers spill with them).
+    o.block_n = 128;
+    o.consumer_wgs = causal && short_causal ? 2 : FLASHATTN_SM90_ABL_D64_CONSUMER_WGS;
+  } else if (d == 128) {
+    // BlockN 128, split masked/unmasked loops, two Q slots + 2 x (K, V) = 192 KiB + 32 KiB O
+    // staging. Non-causal ran BlockN 176/160 before V16; with the Q slots and the TMA store 128
+    // is faster at every length and pads short sequences less. Causal: the diagonal tile
+    // wastes less and 128 divides the 128-row query tile. Causal 3 stages fit (V7 ablation).
+    o.block_n = causal ? 128 : FLASHATTN_SM90_ABL_D128_BLOCKN;
+    o.stages = causal ? FLASHATTN_SM90_ABL_D128_CAUSAL_STAGES : 2;
+    o.split_masked_loop = true;
+  } else if (d == 256) {
+    // BlockN 80, 2 stages: Q 64 KiB + 4 x 40 KiB = 224 KiB; O alone is 128 f32 per thread, so S
+    // must stay small. Conditional rescale (V5): the skipped O rescale is a large share of the
+    // softmax work at 40 scores per key tile. Split loops (V13, no spill).
+    o.block_n = FLASHATTN_SM90_ABL_D256_BLOCKN;
+    o.conditional_rescale = true;
+    o.split_masked_loop = true;
+  }
+  return with_ablations(o);
+}
+
+template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
+using TableConfig = Sm90FwdConfig<tile_table(D, Bf16, Causal, ShortCausal)>;
 
 }  // namespace flashattn::sm90
