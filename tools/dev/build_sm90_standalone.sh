@@ -10,12 +10,13 @@ out=${1:-build-sm90-standalone}
 extra=${2:-}
 mkdir -p "$out"
 flags="-std=c++20 -O3 -arch=sm_90a -Isrc -Iinclude -lineinfo --expt-relaxed-constexpr -cudart static $extra"
-# The sm90 family's translation units (launcher and instantiations, wherever the tree keeps them).
-mapfile -t srcs < <(find src/sm90 -name '*.cu' | sort)
+# The sm90 family's translation units (launcher and instantiations, wherever the tree keeps them)
+# and the host code they call in src/common (device properties).
+mapfile -t srcs < <(find src/sm90 -name '*.cu' | sort; find src/common -name '*.cpp' | sort)
 srcs+=(tools/dev/sm90_standalone.cu)
 pids=() objs=()
 for f in "${srcs[@]}"; do
-  o=$out/$(echo "${f%.cu}" | tr / _)  # path-derived, so equal basenames in two folders do not clash
+  o=$out/$(echo "${f%.*}" | tr / _)  # path-derived, so equal basenames in two folders do not clash
   objs+=("$o.o")
   # shellcheck disable=SC2086  # flags is a list of options
   nvcc $flags -Xptxas=-v -c "$f" -o "$o.o" 2>"$o.log" &
