@@ -1,11 +1,11 @@
-// Attention mask policy of the sm90 kernels (AttnMask). Host-callable too, so the CPU tests check
-// the tile counts and the fragment masking against an element-wise rule
-// (tests/cpu/test_sm90_mask.cpp).
+// The visibility rule (common/mask.h) applied to the sm90 kernels' tiles and S fragments.
+// Host-callable too, so the CPU tests check the tile counts and the fragment masking against an
+// element-wise rule (tests/cpu/test_sm90_mask.cpp).
 #pragma once
 
 #include <cmath>
 
-#include "common/params.h"  // FLASHATTN_HOST_DEVICE
+#include "common/mask.h"
 // Unroll hint for the device passes only (host compilers warn on the pragma).
 #ifdef __CUDA_ARCH__
 #define FLASHATTN_UNROLL _Pragma("unroll")
@@ -15,50 +15,53 @@
 
 namespace flashattn::sm90 {
 
-// Mask policy: no mask / key-length bound / bottom-right causal. Trip counts and the per-tile
-// "needs masking" test live here so the mainloop stays branch-light.
+// The mask kind is a template parameter: a non-causal kernel carries no causal code. The forward
+// walks key blocks [0, num_n_blocks) of a query block, last first, so the masked ones come first.
+template <MaskKind Kind>
 struct AttnMask {
-  int sq, sk;
-  bool causal;
+  Mask<Kind> rule;
 
-  // Number of key tiles the CTA's query rows [m0, m0+block_m) need.
-  FLASHATTN_HOST_DEVICE inline int num_n_blocks(int m0, int block_m, int block_n) const {
-    int keys = sk;
-    if (causal) {
-      const long long lim = (long long)m0 + block_m + (sk - sq);  // last row's limit + 1
-      keys = lim < 0 ? 0 : (lim < sk ? (int)lim : sk);
+  // Key tiles the query rows [m0, m0 + block_m) need: Mask::n_block_range's end, in the 32/64-bit
+  // form the kernels were measured with (the int64 clamps of the generic form cost registers).
+  FLASHATTN_HOST_DEVICE int num_n_blocks(int m0, int block_m, int block_n) const {
+    int keys = rule.sk;
+    if constexpr (Mask<Kind>::kCausal) {
+      const long long lim = (long long)m0 + block_m + (rule.sk - rule.sq);  // last row's limit + 1
+      keys = lim < 0 ? 0 : (lim < rule.sk ? (int)lim : rule.sk);
     }
     return (keys + block_n - 1) / block_n;
   }
-  // Key tiles [0, result) need no mask for any row >= m0 (tile_needs_mask is false for them).
-  FLASHATTN_HOST_DEVICE inline int num_unmasked_blocks(int m0, int block_n) const {
-    long long keys = sk;  // a tile is unmasked if its last key is < sk ...
-    if (causal) {         // ... and, causal, visible to row m0: key <= m0 + (sk - sq)
-      const long long lim = (long long)m0 + (sk - sq) + 1;
+  // Key tiles [0, result) need no mask for any row >= m0 (Mask::num_unmasked_n_blocks).
+  FLASHATTN_HOST_DEVICE int num_unmasked_blocks(int m0, int block_n) const {
+    long long keys = rule.sk;
+    if constexpr (Mask<Kind>::kCausal) {
+      const long long lim = (long long)m0 + (rule.sk - rule.sq) + 1;
       keys = lim < keys ? lim : keys;
     }
     return keys <= 0 ? 0 : static_cast<int>(keys / block_n);
   }
-  // True if any element of tile n (for rows >= m0) can be masked.
-  FLASHATTN_HOST_DEVICE inline bool tile_needs_mask(int n, int m0, int block_n) const {
+  // True if any element of tile n (for rows >= m0) can be masked: row m0 sees the fewest keys.
+  FLASHATTN_HOST_DEVICE bool tile_needs_mask(int n, int m0, int block_n) const {
     const int end = (n + 1) * block_n;
-    return end > sk || (causal && (long long)end - 1 > (long long)m0 + (sk - sq));
+    return end > rule.sk || (Mask<Kind>::kCausal && (long long)end - 1 > (long long)m0 + (rule.sk - rule.sq));
   }
-  // lim clamped to [0, sk]. The device pass keeps the min/max form the kernels were measured
-  // with (a ternary form changes their PTX); the host form is the same clamp.
-  FLASHATTN_HOST_DEVICE inline int clamp_keys(int lim) const {
+  // Keys [0, result) visible to `row`: Mask::key_end in 32-bit arithmetic (the kernels keep the
+  // min/max form they were measured with; int64 here cost registers, and the D=256 kernels spilled).
+  FLASHATTN_HOST_DEVICE int key_end32(int row) const {
+    if constexpr (!Mask<Kind>::kCausal) return rule.sk;
 #ifdef __CUDA_ARCH__
-    return min(sk, max(0, lim));
+    return min(rule.sk, max(0, row + (rule.sk - rule.sq) + 1));
 #else
-    return lim < 0 ? 0 : (lim < sk ? lim : sk);
+    const int lim = row + (rule.sk - rule.sq) + 1;
+    return lim < 0 ? 0 : (lim < rule.sk ? lim : rule.sk);
 #endif
   }
-  // Sets masked elements of the S fragment to -inf. row0 is this thread's first row, col0 the
-  // tile's first key + 2q.
+  // Sets masked elements of the S fragment to -inf. row0 is this thread's first row (its second
+  // is row0 + 8), col0 the tile's first key + 2q; element i sits at column col0 + 8(i/4) + i%2.
   template <int kSRegs>
-  FLASHATTN_HOST_DEVICE inline void apply(float (&s)[kSRegs], int row0, int col0) const {
-    const int lim0 = causal ? clamp_keys(row0 + (sk - sq) + 1) : sk;
-    const int lim1 = causal ? clamp_keys(row0 + 8 + (sk - sq) + 1) : sk;
+  FLASHATTN_HOST_DEVICE void apply(float (&s)[kSRegs], int row0, int col0) const {
+    const int lim0 = key_end32(row0);
+    const int lim1 = key_end32(row0 + 8);
     FLASHATTN_UNROLL
     for (int i = 0; i < kSRegs; ++i) {
       const int col = col0 + 8 * (i >> 2) + (i & 1);

@@ -1,4 +1,4 @@
-// The sm90 kernels' mask policy (src/sm90/mask.h) against the element-wise rule: key c is
+// The sm90 kernels' mask policy (src/sm90/mask.h over common/mask.h) against the element-wise rule: key c is
 // visible to query row r iff c < Sk and, causal (bottom-right aligned), c <= r + Sk - Sq.
 // Checks the per-tile trip count, the "needs a mask" test, the split point between masked and
 // unmasked key tiles (V13's two loops rely on every tile below it being fully visible), and the
@@ -12,10 +12,20 @@
 
 namespace {
 
+using flashattn::MaskKind;
 using flashattn::sm90::AttnMask;
 
-bool visible(const AttnMask& m, long long r, long long c) {
-  return c < m.sk && (!m.causal || c <= r + m.sk - m.sq);
+// The rule written out independently of common/mask.h.
+template <MaskKind K>
+bool visible(const AttnMask<K>& m, long long r, long long c) {
+  return c < m.rule.sk && (K != MaskKind::kCausal || c <= r + m.rule.sk - m.rule.sq);
+}
+
+// Runs body(mask, causal) for a non-causal and a causal mask of one shape.
+template <class F>
+void both_kinds(int sq, int sk, F&& body) {
+  body(AttnMask<MaskKind::kNone>{{sq, sk}}, false);
+  body(AttnMask<MaskKind::kCausal>{{sq, sk}}, true);
 }
 
 struct Shape {
@@ -26,8 +36,7 @@ const std::vector<Shape> kShapes = {{1, 1},      {17, 17},     {113, 1000}, {100
 
 TEST(Sm90Mask, TileCountsAndSplitPointMatchTheRule) {
   for (const Shape& sh : kShapes) {
-    for (bool causal : {false, true}) {
-      const AttnMask m{sh.sq, sh.sk, causal};
+    both_kinds(sh.sq, sh.sk, [&](const auto& m, bool causal) {
       for (int block_m : {128, 192}) {
         for (int block_n : {80, 128, 160, 176}) {
           for (int m0 = 0; m0 < sh.sq; m0 += block_m) {
@@ -58,7 +67,7 @@ TEST(Sm90Mask, TileCountsAndSplitPointMatchTheRule) {
           }
         }
       }
-    }
+    });
   }
 }
 
@@ -67,8 +76,7 @@ TEST(Sm90Mask, TileCountsAndSplitPointMatchTheRule) {
 TEST(Sm90Mask, FragmentMaskingMatchesTheRule) {
   constexpr int kBlockN = 176;
   for (const Shape& sh : kShapes) {
-    for (bool causal : {false, true}) {
-      const AttnMask m{sh.sq, sh.sk, causal};
+    both_kinds(sh.sq, sh.sk, [&](const auto& m, bool causal) {
       for (int m0 = 0; m0 < sh.sq; m0 += 128) {
         const int n_blocks = m.num_n_blocks(m0, 128, kBlockN);
         for (int n = 0; n < n_blocks; ++n) {
@@ -88,7 +96,7 @@ TEST(Sm90Mask, FragmentMaskingMatchesTheRule) {
           }
         }
       }
-    }
+    });
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/mask.h"
 #include "sm90/fwd/ablation.h"
 
 namespace flashattn::sm90 {
@@ -25,6 +26,7 @@ struct Sm90FwdOptions {
   bool split_masked_loop = false;
   bool stream_k = false;
   bool double_q = true;
+  MaskKind mask = MaskKind::kNone;  // compile-time: causal and non-causal are separate kernels
   friend constexpr bool operator==(const Sm90FwdOptions&, const Sm90FwdOptions&) = default;
 };
 
@@ -41,6 +43,7 @@ struct Sm90FwdConfig {
   static constexpr int kBlockN = O.block_n;
   static constexpr int kStages = O.stages;
   static constexpr bool kBf16 = O.bf16;
+  static constexpr MaskKind kMaskKind = O.mask;
 
   // ---- optimisation flags (each one an ablation switch) ----
   // Issue QK^T(j) and PV(j-1) back to back; softmax(j) runs while PV(j-1) is in flight.

@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
   const FwdWorkPlan<Cfg> plan{args.order, ItemClaims{args.tile_counter}, args.plan,
-                              AttnMask{args.sq, args.sk, args.causal}};
-  const AttnMask mask = plan.mask;
+                              AttnMask<Cfg::kMaskKind>{{args.sq, args.sk}}};
+  const AttnMask<Cfg::kMaskKind> mask = plan.mask;
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {

@@ -22,7 +22,6 @@ struct Sm90FwdArgs {
   FastDiv div_h_ratio;  // x / h_ratio
   TileOrder order;
   float scale_log2;
-  bool causal;
   int* tile_counter;  // dynamic persistent scheduling (2 ints, zero between launches), or null
   bool o_tma;         // kTmaStoreEpilogue configs: O's tensor map is valid (else direct stores)
   // Stream-K tail (stream_k.h): the plan, one arrival counter per (split tile, consumer warp)

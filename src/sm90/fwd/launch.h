@@ -45,7 +45,6 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.div_h_ratio = FastDiv(p.h_ratio);
   const int num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
-  args.causal = p.causal;
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;
   if constexpr (Cfg::kTmaStoreEpilogue) {

@@ -127,7 +127,7 @@ struct Consumer {
   // Returns whether this thread's O rows need rescaling (always true without lazy rescaling).
   // kMask: 1 = apply the mask, 0 = tile known unmasked, -1 = test at run time.
   template <int kMask = -1>
-  __device__ __forceinline__ bool mask_and_softmax(const AttnMask& mask, Softmax& sm, int n, int m0, int row0,
+  __device__ __forceinline__ bool mask_and_softmax(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
     if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN)))
       mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
@@ -158,7 +158,7 @@ struct Consumer {
   // One steady-state turn: S(n) and PV of the previously visited tile back to back, then the
   // softmax of S(n) while the PV runs. kMask: tile n needs the mask (1), not (0), test (-1).
   template <int kMask>
-  __device__ __forceinline__ void overlapped_step(const AttnMask& mask, Softmax& sm, int n, int n_lo, int m0,
+  __device__ __forceinline__ void overlapped_step(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int n_lo, int m0,
                                                   int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
     float alpha[2];
     kv.advance();
@@ -183,7 +183,7 @@ struct Consumer {
   }
 
   // Runs key tiles [n_lo, n_hi) (the last first); leaves O unnormalised and the softmax state in `sm`.
-  __device__ __forceinline__ void mainloop(const AttnMask& mask, Softmax& sm, int n_lo, int n_hi, int m0,
+  __device__ __forceinline__ void mainloop(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n_lo, int n_hi, int m0,
                                            int row0, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < kO; ++i) rO[i] = 0.f;

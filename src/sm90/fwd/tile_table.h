@@ -31,7 +31,8 @@ constexpr int causal_one_cta_per_tile_seqlen(int head_dim) { return head_dim == 
 // The entry for head dim `d`. Every non-causal entry takes the stream-K tail (stream_k.h):
 // causal tiles differ in cost and the dynamic longest-first scheduler balances them instead.
 constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_causal = false) {
-  Sm90FwdOptions o{.head_dim = d, .bf16 = bf16, .stream_k = !causal};
+  Sm90FwdOptions o{.head_dim = d, .bf16 = bf16, .stream_k = !causal,
+                   .mask = causal ? MaskKind::kCausal : MaskKind::kNone};
   if (d == 64) {
     // BlockM 192 (3 consumer groups, 32/160 registers) x BlockN 128, 2 stages: small D is
     // exp-bound, so a third group's softmax overlaps the other two's GEMMs. Causal with short

@@ -16,7 +16,7 @@ struct FwdWorkPlan {
   TileOrder order;
   ItemClaims claims;
   StreamKPlan plan;
-  AttnMask mask;
+  AttnMask<Cfg::kMaskKind> mask;
 
   __device__ __forceinline__ int code_end() const { return plan.dp_tiles + 2 * plan.chunks; }
   __device__ __forceinline__ int code(int item, int p) const {
