@@ -49,14 +49,14 @@ def desc(t):
     return _lib.make_tensor(t.data_ptr(), DT_ID[t.dtype], t.shape, t.stride())
 
 
-def variant(lib, q, k, v, out, lse, causal, env):
+def variant(lib, q, k, v, out, lse, causal, env, backend=1):
     dq, dk, dv, do = desc(q), desc(k), desc(v), desc(out)
 
     def run():
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
-            rc = lib.flashattn_forward(dq, dk, dv, do, lse.data_ptr(), 0.0, int(causal), 1,
+            rc = lib.flashattn_forward(dq, dk, dv, do, lse.data_ptr(), 0.0, int(causal), backend,
                                        torch.cuda.current_stream().cuda_stream)
         finally:
             for key, val in saved.items():
@@ -97,6 +97,7 @@ def main(argv=None):
     ap.add_argument("--rep", type=int, default=100)
     ap.add_argument("--env", action="append", default=[], help="VAR=VALUE@NAME")
     ap.add_argument("--shapes", default="", help="B:Sq:Sk:H:D,... instead of the grid")
+    ap.add_argument("--backend", type=int, default=1, help="1 sm90 (default), 2 sm80 (flashattn::Backend)")
     args = ap.parse_args(argv)
     causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
     if args.shapes:
@@ -126,7 +127,7 @@ def main(argv=None):
             for name, lib in libs.items():
                 out = outs[name] = torch.full_like(q, float("nan"))
                 lse = lses[name] = torch.full((b, h, sq), float("nan"), device="cuda")
-                fns[name] = variant(lib, q, k, v, out, lse, causal, envs[name])
+                fns[name] = variant(lib, q, k, v, out, lse, causal, envs[name], args.backend)
                 fns[name]()
                 torch.cuda.synchronize()
                 ok.append(compare.check(out, lse, q, k, v, causal)["pass"])
