@@ -1,6 +1,6 @@
 // Ablation variants of the sm80 kernel (head dim 128, fp16 only): each flips one flag of the
 // base configuration, plus the "everything off" kernel. Built into flashattn-sm80-tune only.
-#include "sm80/launch.h"
+#include "sm80/fwd/launch.h"
 
 namespace flashattn::sm80 {
 

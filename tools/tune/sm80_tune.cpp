@@ -214,7 +214,7 @@ int run_tune(const std::string& path) {
          "//   max_seqlen, block_m, block_n, warps, frag_slice, q_in_regs, rf_double_buffer)\n"
          "// A row applies when max(Sq, Sk) <= max_seqlen (0 = unbounded); for a call, dispatch takes the\n"
          "// matching row with the smallest such bound (sequence-length buckets; see sm80/tuned_select.h).\n"
-         "// Every row must name a configuration instantiated in instantiations/d*.cu (else dispatch skips it,\n"
+         "// Every row must name a configuration instantiated in fwd/instantiations/fwd_d*.cu (else dispatch skips it,\n"
          "// falling through to the next wider bucket, then to the head dim's default). Devices not listed use\n"
          "// the defaults in launcher.cu.\n"
       << "// Tuned by flashattn-sm80-tune on " << prop.name << " (sm " << sm

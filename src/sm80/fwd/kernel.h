@@ -13,10 +13,10 @@
 #include "arch/cp_async.h"
 #include "arch/ldmatrix.h"
 #include "common/params.h"
-#include "sm80/kernel_args.h"
-#include "sm80/epilogue.h"
+#include "sm80/fwd/epilogue.h"
+#include "sm80/fwd/kernel_args.h"
+#include "sm80/fwd/softmax.h"
 #include "sm80/smem_tile.h"
-#include "sm80/softmax.h"
 #include "sm80/warp_gemm.h"
 
 namespace flashattn::sm80 {

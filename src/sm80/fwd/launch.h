@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "sm80/config.h"
-#include "sm80/kernel.h"
+#include "sm80/fwd/config.h"
+#include "sm80/fwd/kernel.h"
 #include "sm80/registry.h"
 
 namespace flashattn::sm80 {

@@ -1,6 +1,6 @@
 // Head dim 64 tuning candidates, both dtypes (library build). Why these: docs/VERSIONS.md (sm80 family).
 // Sm80FwdConfig<D, BlockM, BlockN, Warps, Swizzle, EagerKV, FragSlice, QInRegs, RfDoubleBuffer>
-#include "sm80/launch.h"
+#include "sm80/fwd/launch.h"
 
 namespace flashattn::sm80 {
 
