@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "sm90/stream_k.h"
+#include "sm90/fwd/stream_k.h"
 
 namespace {
 
