@@ -32,7 +32,7 @@ static_assert(sm80::tuned_rows_well_formed(kTuned),
               "tuned_table.inc: negative max_seqlen, or two rows with the same key and max_seqlen");
 
 // Defaults for devices the table does not know: the FA2 block shapes, all instantiated and
-// within A100's 163 KB of shared memory (no spills since StridedLoads; see docs/VERSIONS.md).
+// within A100's 163 KB of shared memory, none spilling (docs/VERSIONS.md).
 TunedRow default_row(int head_dim) {
   switch (head_dim) {
     case 64: return {0, kFloat16, 64, false, 0, 128, 64, 4, 2, false, false};
@@ -43,9 +43,7 @@ TunedRow default_row(int head_dim) {
 
 const KernelEntry* find_kernel(const TunedRow& r, ElemType dt) {
   for (const KernelEntry& e : sm80::library_kernels()) {
-    if (e.dtype == dt && e.same_tuning(r.head_dim, r.block_m, r.block_n, r.warps, r.frag_slice, r.q_in_regs,
-                                       r.rf_double_buffer))
-      return &e;
+    if (e.dtype == dt && e.options == r.options()) return &e;
   }
   return nullptr;
 }

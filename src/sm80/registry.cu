@@ -22,11 +22,12 @@ std::span<const KernelEntry> library_kernels() {
 }
 
 std::string KernelEntry::name() const {
+  const Sm80FwdOptions& o = options;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s_%s", head_dim, block_m, block_n, warps,
-                frag_slice, q_in_regs ? "_q" : "", rf_double_buffer ? "_db" : "", swizzle ? "" : "_nosw",
-                eager_kv ? "" : "_lazykv", folded_exp2 ? "" : "_unfolded", precomputed_swizzle ? "_psw" : "",
-                strided_loads ? "" : "_nostrided", lazy_rescale ? "" : "_nolazyresc",
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n, o.warps,
+                o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "", o.swizzle ? "" : "_nosw",
+                o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded", o.precomputed_swizzle ? "_psw" : "",
+                o.strided_loads ? "" : "_nostrided", o.lazy_rescale ? "" : "_nolazyresc",
                 dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }

@@ -9,17 +9,14 @@
 
 #include "common/params.h"
 #include "flashattn/flashattn.h"
+#include "sm80/fwd/config.h"
 
 namespace flashattn::sm80 {
 
 using LaunchFn = Status (*)(const detail::FwdParams&, cudaStream_t);
 
 struct KernelEntry {
-  int head_dim, block_m, block_n, warps;
-  int frag_slice;
-  bool q_in_regs, rf_double_buffer;
-  bool swizzle, eager_kv, folded_exp2;
-  bool precomputed_swizzle, strided_loads, lazy_rescale;
+  Sm80FwdOptions options;
   detail::ElemType dtype;
   int smem_bytes;
   LaunchFn launch;
@@ -28,13 +25,6 @@ struct KernelEntry {
   // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
   // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on.
   std::string name() const;
-  // The block shape and RF knobs the tuned table names (dtype, ablation switches excluded:
-  // those must be at their Sm80FwdConfig defaults).
-  bool same_tuning(int d, int bm, int bn, int w, int slice, bool qregs, bool db) const {
-    return head_dim == d && block_m == bm && block_n == bn && warps == w && frag_slice == slice &&
-           q_in_regs == qregs && rf_double_buffer == db && swizzle && eager_kv && folded_exp2 &&
-           !precomputed_swizzle && strided_loads && lazy_rescale;
-  }
 };
 
 // Kernels built into the library (the tuning candidates).

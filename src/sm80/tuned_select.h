@@ -9,6 +9,7 @@
 #include <span>
 
 #include "common/params.h"
+#include "sm80/fwd/config.h"
 
 namespace flashattn::sm80 {
 
@@ -23,6 +24,18 @@ struct TunedRow {
   int max_seqlen;
   int block_m, block_n, warps, frag_slice;
   bool q_in_regs, rf_double_buffer;
+
+  // The kernel configuration the row names: its block shape and RF knobs, every ablation
+  // switch at its Sm80FwdOptions default.
+  constexpr Sm80FwdOptions options() const {
+    return {.head_dim = head_dim,
+            .block_m = block_m,
+            .block_n = block_n,
+            .warps = warps,
+            .frag_slice = frag_slice,
+            .q_in_regs = q_in_regs,
+            .rf_double_buffer = rf_double_buffer};
+  }
 };
 
 // A row's bound on a scale where "unbounded" (0) is the widest bucket.

@@ -140,7 +140,7 @@ int run_check(bool with_ablation) {
         for (const auto& e : sm80::library_kernels()) ks.push_back(&e);
         if (with_ablation) for (const auto& e : sm80::ablation_kernels()) ks.push_back(&e);
         for (const KernelEntry* e : ks) {
-          if (e->head_dim != d || e->dtype != elem(dt)) continue;
+          if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
           pr.poison();
           Status st = sm80::launch_entry(*e, pr.p, nullptr);
           check::Report r;
@@ -229,7 +229,7 @@ int run_tune(const std::string& path) {
         // Correctness gate on an awkward shape first.
         std::vector<const KernelEntry*> cands;
         for (const auto& e : sm80::library_kernels()) {
-          if (e.head_dim != d || e.dtype != elem(dt)) continue;
+          if (e.options.head_dim != d || e.dtype != elem(dt)) continue;
           Problem small({2, 300, 333, 4, 2, d, causal, dt}, 11);
           small.poison();
           Status st = sm80::launch_entry(e, small.p, nullptr);
@@ -276,8 +276,9 @@ int run_tune(const std::string& path) {
           std::snprintf(buf, sizeof buf,
                         "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s)  // %s ms at S %s\n", sm,
                         dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false", max_seqlen,
-                        best->block_m, best->block_n, best->warps, best->frag_slice, best->q_in_regs ? "true" : "false",
-                        best->rf_double_buffer ? "true" : "false", best->name().c_str(), times.c_str());
+                        best->options.block_m, best->options.block_n, best->options.warps, best->options.frag_slice,
+                        best->options.q_in_regs ? "true" : "false", best->options.rf_double_buffer ? "true" : "false",
+                        best->name().c_str(), times.c_str());
           out << buf;
           std::printf("best: %s", buf);
           i = j;

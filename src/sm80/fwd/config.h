@@ -1,44 +1,54 @@
 // Sm80FwdConfig: the traits struct of the Ampere-style forward kernel. Every optimization is a
-// named compile-time flag so an ablation flips a flag; everything else derives from it.
+// named compile-time flag of Sm80FwdOptions so an ablation flips a flag; everything else derives
+// from it. Sm80FwdOptions is plain C++ (no CUDA), so the registry, the tuned table and the CPU
+// tests name configurations with it too.
 #pragma once
 
 #include <cstdint>
 
 namespace flashattn::sm80 {
 
-template <int HeadDim, int BlockM, int BlockN, int Warps,
-          bool Swizzle = true,       // XOR-swizzle 16-B chunks by row%8 (conflict-free ldmatrix)
-          bool EagerKV = true,       // GMEM->SMEM double buffering: V(n) under QK, K(n-1) under PV
-          int FragSlice = 2,         // k16 steps per SMEM->RF slice; 0 = whole tile at once
-          bool QInRegs = false,      // keep Q's A-fragments resident in registers
-          bool RfDoubleBuffer = false,  // two register stages for ldmatrix slices
-          bool FoldedExp2 = true,    // exp2(s*scale_log2 - m*scale_log2) as one FFMA
-          // ldmatrix addresses from one per-lane base register per operand (Q, K, V): each
-          // fragment is base ^ const + const (see swizzle.h) instead of 4 live xor terms per operand.
-          // Off by default: at 255 registers (128x64x4 d128, 128x128x4 d64) ptxas then spills
-          // in the main loop (4-18 LDL/STL per key block, SASS histogram) where it spills nothing
-          // without it; fewer IMAD.MOV/LOP3 with it. On-GPU A/B decides.
-          bool PrecomputedSwizzle = false,
-          // K/V cp.async: one running 64-bit source pointer per tensor stepped by a precomputed
-          // per-pass stride, no row predicates on tiles known to be full (all but the last key block)
-          bool StridedLoads = true,
-          // online softmax keeps a stale row max (and skips rescaling O) until some row of the
-          // warp would see probabilities above 2^8: softmax.h
-          bool LazyRescale = true>
+// One kernel configuration, named field by field; written with designated initializers, e.g.
+// {.head_dim = 128, .block_m = 128, .block_n = 64, .warps = 4, .rf_double_buffer = true}.
+struct Sm80FwdOptions {
+  int head_dim = 0, block_m = 0, block_n = 0, warps = 0;
+  bool swizzle = true;            // XOR-swizzle 16-B chunks by row%8 (conflict-free ldmatrix)
+  bool eager_kv = true;           // GMEM->SMEM double buffering: V(n) under QK, K(n-1) under PV
+  int frag_slice = 2;             // k16 steps per SMEM->RF slice; 0 = whole tile at once
+  bool q_in_regs = false;         // keep Q's A-fragments resident in registers
+  bool rf_double_buffer = false;  // two register stages for ldmatrix slices
+  bool folded_exp2 = true;        // exp2(s*scale_log2 - m*scale_log2) as one FFMA
+  // ldmatrix addresses from one per-lane base register per operand (Q, K, V): each fragment is
+  // base ^ const + const (see swizzle.h) instead of 4 live xor terms per operand. Off by
+  // default: in the register-bound shapes ptxas spills in the main loop with it and not
+  // without it (counts in docs/VERSIONS.md). On-GPU A/B decides.
+  bool precomputed_swizzle = false;
+  // K/V cp.async: one running 64-bit source pointer per tensor stepped by a precomputed
+  // per-pass stride, no row predicates on tiles known to be full (all but the last key block)
+  bool strided_loads = true;
+  // online softmax keeps a stale row max (and skips rescaling O) until some row of the warp
+  // would see probabilities above 2^8: softmax.h
+  bool lazy_rescale = true;
+
+  constexpr bool operator==(const Sm80FwdOptions&) const = default;
+};
+
+template <Sm80FwdOptions O>
 struct Sm80FwdConfig {
-  static constexpr int kHeadDim = HeadDim;
-  static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = BlockN;
-  static constexpr int kWarps = Warps;
-  static constexpr bool kSwizzle = Swizzle;
-  static constexpr bool kEagerKV = EagerKV;
-  static constexpr int kFragSlice = FragSlice;
-  static constexpr bool kQInRegs = QInRegs;
-  static constexpr bool kRfDoubleBuffer = RfDoubleBuffer;
-  static constexpr bool kFoldedExp2 = FoldedExp2;
-  static constexpr bool kPrecomputedSwizzle = PrecomputedSwizzle;
-  static constexpr bool kStridedLoads = StridedLoads;
-  static constexpr bool kLazyRescale = LazyRescale;
+  static constexpr Sm80FwdOptions kOptions = O;
+  static constexpr int kHeadDim = O.head_dim;
+  static constexpr int kBlockM = O.block_m;
+  static constexpr int kBlockN = O.block_n;
+  static constexpr int kWarps = O.warps;
+  static constexpr bool kSwizzle = O.swizzle;
+  static constexpr bool kEagerKV = O.eager_kv;
+  static constexpr int kFragSlice = O.frag_slice;
+  static constexpr bool kQInRegs = O.q_in_regs;
+  static constexpr bool kRfDoubleBuffer = O.rf_double_buffer;
+  static constexpr bool kFoldedExp2 = O.folded_exp2;
+  static constexpr bool kPrecomputedSwizzle = O.precomputed_swizzle;
+  static constexpr bool kStridedLoads = O.strided_loads;
+  static constexpr bool kLazyRescale = O.lazy_rescale;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
@@ -59,10 +69,9 @@ struct Sm80FwdConfig {
   static constexpr int kSmemK = kBlockN * kHeadDim * kElemBytes;
   static constexpr int kSmemV = kSmemK;
   static constexpr int kSmemBytes = kSmemQ + kSmemK + kSmemV;
-  // Opt-in shared memory per block: 163 KB on A100, 227 KB on H100/H200.
-  static constexpr int kSmemLimitSm80 = 163 * 1024;
+  // Opt-in shared memory per block on H100/H200; a smaller device's limit (163 KB on A100) is
+  // checked at launch (registry.cu launch_entry).
   static constexpr int kSmemLimitSm90 = 227 * 1024;
-  static constexpr bool kFitsSm80 = kSmemBytes <= kSmemLimitSm80;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256 || kHeadDim == 192,
                 "head dim: the 8-row XOR swizzle needs >= 8 chunks and a multiple of 8 chunks");

@@ -31,20 +31,17 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
-template <class Cfg, class Elem>
+template <Sm80FwdOptions O, class Elem>
 constexpr KernelEntry make_entry() {
-  return KernelEntry{Cfg::kHeadDim,     Cfg::kBlockM,         Cfg::kBlockN,
-                     Cfg::kWarps,       Cfg::kFragSlice,      Cfg::kQInRegs,
-                     Cfg::kRfDoubleBuffer, Cfg::kSwizzle,     Cfg::kEagerKV,
-                     Cfg::kFoldedExp2,  Cfg::kPrecomputedSwizzle, Cfg::kStridedLoads,
-                     Cfg::kLazyRescale,
-                     std::is_same_v<Elem, __nv_bfloat16> ? detail::ElemType::kBFloat16 : detail::ElemType::kFloat16,
-                     Cfg::kSmemBytes,   &launch_fwd<Cfg, Elem>};
+  using Cfg = Sm80FwdConfig<O>;
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  return KernelEntry{O, kBf16 ? detail::ElemType::kBFloat16 : detail::ElemType::kFloat16, Cfg::kSmemBytes,
+                     &launch_fwd<Cfg, Elem>};
 }
 
-// Both dtypes of one config.
-#define FLASHATTN_SM80_ENTRIES(...)                                    \
-  ::flashattn::sm80::make_entry<__VA_ARGS__, __half>(),                \
-      ::flashattn::sm80::make_entry<__VA_ARGS__, __nv_bfloat16>()
+// Both dtypes of one configuration, given as a braced Sm80FwdOptions initializer (inside
+// namespace flashattn::sm80).
+#define FLASHATTN_SM80_ENTRIES(...) \
+  make_entry<Sm80FwdOptions __VA_ARGS__, __half>(), make_entry<Sm80FwdOptions __VA_ARGS__, __nv_bfloat16>()
 
 }  // namespace flashattn::sm80
