@@ -1,5 +1,6 @@
 // The instantiated sm80 kernels: one entry per (config, dtype), each with its launch function.
-// Dispatch (launcher.cu) and the tuner (tools/tune) pick from this list.
+// Dispatch (launcher.cu) picks from the library's list; the tuner (tools/tune) adds its own
+// candidate and ablation lists of the same entries.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,7 +28,7 @@ struct KernelEntry {
   std::string name() const;
 };
 
-// Kernels built into the library (the tuning candidates).
+// Kernels built into the library: those dispatch can pick (sm80/tuned_table.h).
 std::span<const KernelEntry> library_kernels();
 
 // Launches entry `e` for `p` (checks the shared-memory opt-in limit of the current device).

@@ -1,12 +1,15 @@
-// The sm80 tuned table's bucket rule (sm80/tuned_select.h), on small hand-made tables: no GPU.
+// The sm80 tuned table's bucket rule (sm80/tuned_select.h), on small hand-made tables, and the
+// shipped table against the kernels the library instantiates: no GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "sm80/tuned_select.h"
+#include "sm80/tuned_table.h"
 
 using flashattn::detail::ElemType;
 using flashattn::sm80::select_tuned_row;
@@ -136,4 +139,87 @@ TEST(Sm80TunedSelect, WellFormedTables) {
   static_assert(tuned_rows_well_formed(kTable));
   static_assert(select_tuned_row(kTable, 90, kBf16, 128, true, 2048, 2, [](const TunedRow&) { return true; }) ==
                 &kTable[0]);
+}
+
+// The shipped table (tuned_table.inc) against the library's kernel list (sm80/tuned_table.h), which
+// the instantiation units fwd/instantiations/fwd_d*.cu instantiate: every row and every head-dim
+// default must name an instantiated kernel, else dispatch would silently fall through to a wider
+// bucket or fail.
+namespace {
+
+using flashattn::sm80::default_options;
+using flashattn::sm80::dispatchable_kernels;
+using flashattn::sm80::KernelKey;
+using flashattn::sm80::kTunedRows;
+
+std::vector<KernelKey> library_keys(int d) {
+  auto to_vec = [](const auto& a) { return std::vector<KernelKey>(a.begin(), a.end()); };
+  switch (d) {
+    case 64: return to_vec(dispatchable_kernels<64>());
+    case 128: return to_vec(dispatchable_kernels<128>());
+    case 256: return to_vec(dispatchable_kernels<256>());
+    default: return {};
+  }
+}
+
+bool instantiated(const KernelKey& k) {
+  const std::vector<KernelKey> keys = library_keys(k.options.head_dim);
+  return std::find(keys.begin(), keys.end(), k) != keys.end();
+}
+
+}  // namespace
+
+TEST(Sm80TunedTable, EveryRowNamesAnInstantiatedKernel) {
+  ASSERT_FALSE(kTunedRows.empty());
+  for (const TunedRow& r : kTunedRows) {
+    EXPECT_TRUE(instantiated({r.options(), r.dtype}))
+        << "sm " << r.sm << " d" << r.head_dim << (r.causal ? " causal" : " full") << " max_seqlen " << r.max_seqlen
+        << ": m" << r.block_m << "n" << r.block_n << "w" << r.warps << "_s" << r.frag_slice;
+  }
+}
+
+TEST(Sm80TunedTable, EveryDefaultIsInstantiated) {
+  for (int d : flashattn::sm80::kHeadDims) {
+    EXPECT_EQ(default_options(d).head_dim, d);
+    for (ElemType dt : {kFp16, kBf16}) EXPECT_TRUE(instantiated({default_options(d), dt})) << "d" << d;
+  }
+}
+
+TEST(Sm80TunedTable, UnknownDevicesGetTheDefault) {
+  // A device with no row (here each listed sm the table does not name): every call falls to the
+  // head dim's default, which EveryDefaultIsInstantiated checks.
+  for (int sm : {75, 80, 86, 89, 100, 120}) {
+    if (std::any_of(kTunedRows.begin(), kTunedRows.end(), [&](const TunedRow& r) { return r.sm == sm; })) continue;
+    for (int d : flashattn::sm80::kHeadDims)
+      for (ElemType dt : {kFp16, kBf16})
+        for (bool causal : {false, true})
+          for (int s : {1, 512, 4096, 100000})
+            EXPECT_EQ(select_tuned_row(kTunedRows, sm, dt, d, causal, s, s, kAll), nullptr) << sm << " d" << d;
+  }
+}
+
+TEST(Sm80TunedTable, LibraryShipsOnlyWhatDispatchCanPick) {
+  // Each instantiated kernel's configuration is some row's (in either dtype) or the default, and
+  // no kernel is listed twice.
+  int total = 0;
+  for (int d : flashattn::sm80::kHeadDims) {
+    const std::vector<KernelKey> keys = library_keys(d);
+    total += static_cast<int>(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const KernelKey& k = keys[i];
+      EXPECT_EQ(k.options.head_dim, d);
+      EXPECT_EQ(std::count(keys.begin(), keys.end(), k), 1);
+      const bool is_default = k.options == default_options(d);
+      const bool is_row = std::any_of(kTunedRows.begin(), kTunedRows.end(), [&](const TunedRow& r) {
+        return r.options() == k.options;
+      });
+      EXPECT_TRUE(is_default || is_row) << "d" << d << " entry " << i;
+    }
+  }
+  // Every row of a head dim the family does not build would be dead.
+  for (const TunedRow& r : kTunedRows) {
+    EXPECT_TRUE(std::count(std::begin(flashattn::sm80::kHeadDims), std::end(flashattn::sm80::kHeadDims), r.head_dim))
+        << r.head_dim;
+  }
+  EXPECT_GT(total, 0);
 }

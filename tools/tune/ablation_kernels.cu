@@ -5,7 +5,7 @@
 namespace flashattn::sm80 {
 
 // One fp16 kernel per configuration, given as a braced Sm80FwdOptions initializer.
-#define ABL(...) make_entry<Sm80FwdOptions __VA_ARGS__, __half>()
+#define ABL(...) make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kFloat16}>()
 
 std::span<const KernelEntry> ablation_kernels() {
   static const KernelEntry k[] = {

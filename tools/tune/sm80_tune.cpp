@@ -1,6 +1,7 @@
 // flashattn-sm80-tune: correctness sweep, ablation timing, auto-tuning and a timing grid for the
 // sm80 kernel family. Modes (any combination, run in this order):
-//   --check      every library (and ablation) kernel against the GPU reference on awkward shapes
+//   --check      every candidate and library (and ablation) kernel against the GPU reference on
+//                awkward shapes, and the public entry point
 //   --ablation   times the ablation variants (head dim 128, fp16)
 //   --tune FILE  times every correct candidate per (dtype, head dim, causal) at each seqlen of the
 //                standard grid and writes the winners as tuned_table.inc (the whole file), one row
@@ -25,6 +26,9 @@
 
 namespace flashattn::sm80 {
 std::span<const KernelEntry> ablation_kernels();
+std::span<const KernelEntry> candidate_kernels_d64();
+std::span<const KernelEntry> candidate_kernels_d128();
+std::span<const KernelEntry> candidate_kernels_d256();
 }
 
 namespace {
@@ -88,6 +92,30 @@ struct Problem {
 
 ElemType elem(DType d) { return d == DType::kBFloat16 ? ElemType::kBFloat16 : ElemType::kFloat16; }
 
+// The tuning candidates (tools/tune/candidate_kernels_d*.cu), compiled into this executable.
+std::vector<const KernelEntry*> candidates() {
+  std::vector<const KernelEntry*> v;
+  for (auto s : {sm80::candidate_kernels_d64(), sm80::candidate_kernels_d128(), sm80::candidate_kernels_d256()})
+    for (const KernelEntry& e : s) v.push_back(&e);
+  return v;
+}
+
+// The candidates, then the library's kernels that are not among them (a hand-edited table may
+// name one), then with_ablation the ablation variants.
+std::vector<const KernelEntry*> check_kernels(bool with_ablation) {
+  std::vector<const KernelEntry*> v = candidates();
+  const std::size_t n_cand = v.size();
+  for (const KernelEntry& e : sm80::library_kernels()) {
+    const bool known = std::any_of(v.begin(), v.begin() + n_cand, [&](const KernelEntry* c) {
+      return c->options == e.options && c->dtype == e.dtype;
+    });
+    if (!known) v.push_back(&e);
+  }
+  if (with_ablation)
+    for (const KernelEntry& e : sm80::ablation_kernels()) v.push_back(&e);
+  return v;
+}
+
 double flops(const Shape& s) {
   double f = 4.0 * s.b * s.hq * double(s.sq) * s.sk * s.d;
   return (s.causal && s.sq == s.sk) ? f / 2 : f;
@@ -136,10 +164,7 @@ int run_check(bool with_ablation) {
       for (const Shape& s : check_shapes(d, dt)) {
         Problem pr(s, seed++);
         if (!pr.ok) { std::printf("FAIL setup %s\n", str(s).c_str()); ++fails; continue; }
-        std::vector<const KernelEntry*> ks;
-        for (const auto& e : sm80::library_kernels()) ks.push_back(&e);
-        if (with_ablation) for (const auto& e : sm80::ablation_kernels()) ks.push_back(&e);
-        for (const KernelEntry* e : ks) {
+        for (const KernelEntry* e : check_kernels(with_ablation)) {
           if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
           pr.poison();
           Status st = sm80::launch_entry(*e, pr.p, nullptr);
@@ -210,13 +235,13 @@ int run_tune(const std::string& path) {
   std::ofstream out(path);
   // The whole file, so the output can replace src/sm80/tuned_table.inc as it is.
   out << "// Tuned sm80-family configurations, written by `flashattn-sm80-tune --tune FILE` (tools/tune) and\n"
-         "// read by launcher.cu. Row: FLASHATTN_SM80_TUNED(sm (major*10+minor), dtype, head_dim, causal,\n"
+         "// read by sm80/tuned_table.h. Row: FLASHATTN_SM80_TUNED(sm (major*10+minor), dtype, head_dim, causal,\n"
          "//   max_seqlen, block_m, block_n, warps, frag_slice, q_in_regs, rf_double_buffer)\n"
          "// A row applies when max(Sq, Sk) <= max_seqlen (0 = unbounded); for a call, dispatch takes the\n"
          "// matching row with the smallest such bound (sequence-length buckets; see sm80/tuned_select.h).\n"
-         "// Every row must name a configuration instantiated in fwd/instantiations/fwd_d*.cu (else dispatch skips it,\n"
-         "// falling through to the next wider bucket, then to the head dim's default). Devices not listed use\n"
-         "// the defaults in launcher.cu.\n"
+         "// The library instantiates the kernel of every row (and the head-dim defaults; sm80/tuned_table.h),\n"
+         "// so a row may name any valid configuration; rebuild after replacing this file. Devices not listed\n"
+         "// use the defaults in sm80/tuned_table.h.\n"
       << "// Tuned by flashattn-sm80-tune on " << prop.name << " (sm " << sm
       << "): per (dtype, D, causal), the fastest correct candidate (median of 10) at each seqlen\n"
          "// {512, 1024, ..., 16384}, Sq = Sk, B = 16384 / S, H = 2048 / D. The winner at S serves max(Sq, Sk)\n"
@@ -228,16 +253,16 @@ int run_tune(const std::string& path) {
       for (bool causal : {false, true}) {
         // Correctness gate on an awkward shape first.
         std::vector<const KernelEntry*> cands;
-        for (const auto& e : sm80::library_kernels()) {
-          if (e.options.head_dim != d || e.dtype != elem(dt)) continue;
+        for (const KernelEntry* e : candidates()) {
+          if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
           Problem small({2, 300, 333, 4, 2, d, causal, dt}, 11);
           small.poison();
-          Status st = sm80::launch_entry(e, small.p, nullptr);
+          Status st = sm80::launch_entry(*e, small.p, nullptr);
           if (!st.ok() || !check::check_against_reference(small.args, nullptr).pass) {
-            std::printf("tune: %s rejected (%s)\n", e.name().c_str(), st.ok() ? "wrong result" : st.message().c_str());
+            std::printf("tune: %s rejected (%s)\n", e->name().c_str(), st.ok() ? "wrong result" : st.message().c_str());
             continue;
           }
-          cands.push_back(&e);
+          cands.push_back(e);
         }
         if (cands.empty()) continue;
         // Every candidate timed on the same inputs per seqlen; a failed launch never wins.

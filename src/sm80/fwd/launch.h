@@ -1,15 +1,21 @@
-// Launch wrapper for one sm80 kernel instantiation; included by the instantiation files only.
+// Launch wrapper and registry entries of sm80 kernel instantiations; included by the
+// instantiation files only (fwd/instantiations, tools/tune).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "sm80/fwd/config.h"
 #include "sm80/fwd/kernel.h"
 #include "sm80/registry.h"
+#include "sm80/tuned_table.h"
 
 namespace flashattn::sm80 {
 
@@ -31,17 +37,29 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
-template <Sm80FwdOptions O, class Elem>
+template <KernelKey K>
 constexpr KernelEntry make_entry() {
-  using Cfg = Sm80FwdConfig<O>;
-  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
-  return KernelEntry{O, kBf16 ? detail::ElemType::kBFloat16 : detail::ElemType::kFloat16, Cfg::kSmemBytes,
-                     &launch_fwd<Cfg, Elem>};
+  using Cfg = Sm80FwdConfig<K.options>;
+  using Elem = std::conditional_t<K.dtype == detail::ElemType::kBFloat16, __nv_bfloat16, __half>;
+  return KernelEntry{K.options, K.dtype, Cfg::kSmemBytes, &launch_fwd<Cfg, Elem>};
+}
+
+// The entries of a compile-time list of kernels (a std::array of KernelKey), in its order.
+template <auto kKeys, std::size_t... I>
+std::span<const KernelEntry> make_entries(std::index_sequence<I...>) {
+  static const KernelEntry k[] = {make_entry<kKeys[I]>()...};
+  return k;
+}
+template <auto kKeys>
+std::span<const KernelEntry> make_entries() {
+  static_assert(kKeys.size() > 0, "an empty kernel list");
+  return make_entries<kKeys>(std::make_index_sequence<kKeys.size()>{});
 }
 
 // Both dtypes of one configuration, given as a braced Sm80FwdOptions initializer (inside
 // namespace flashattn::sm80).
-#define FLASHATTN_SM80_ENTRIES(...) \
-  make_entry<Sm80FwdOptions __VA_ARGS__, __half>(), make_entry<Sm80FwdOptions __VA_ARGS__, __nv_bfloat16>()
+#define FLASHATTN_SM80_ENTRIES(...)                                                         \
+  make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kFloat16}>(),          \
+      make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kBFloat16}>()
 
 }  // namespace flashattn::sm80

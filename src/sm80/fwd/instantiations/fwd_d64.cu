@@ -1,20 +1,10 @@
-// Head dim 64 tuning candidates, both dtypes (library build). Why these: docs/VERSIONS.md (sm80 family).
+// Head dim 64 kernels of the library, both dtypes: the configurations dispatch can pick (the
+// tuned table's rows and the head-dim default, sm80/tuned_table.h). The tuning candidates are
+// tools/tune/candidate_kernels_d64.cu.
 #include "sm80/fwd/launch.h"
 
 namespace flashattn::sm80 {
 
-std::span<const KernelEntry> kernels_d64() {
-  static const KernelEntry k[] = {
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 4}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 64, .block_n = 64, .warps = 4}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 4, .rf_double_buffer = true}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4, .rf_double_buffer = true}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8, .q_in_regs = true}),
-      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .q_in_regs = true}),
-  };
-  return k;
-}
+std::span<const KernelEntry> kernels_d64() { return make_entries<dispatchable_kernels<64>()>(); }
 
 }  // namespace flashattn::sm80

@@ -1,0 +1,99 @@
+// What sm80 dispatch can pick, as compile-time data: the tuned table (tuned_table.inc), the
+// head-dim defaults for devices the table does not know, and from both the list of kernels the
+// library instantiates (fwd/instantiations). A re-tuned table therefore ships its new winners
+// without a second list to edit. Plain C++ (no CUDA): the CPU tests check it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include "common/params.h"
+#include "sm80/fwd/config.h"
+#include "sm80/tuned_select.h"
+
+namespace flashattn::sm80 {
+
+namespace tuned_table_detail {
+inline constexpr TunedRow kRowsAndSentinel[] = {
+#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, max_s, bm, bn, w, sl, qr, db) \
+  {sm, detail::ElemType::dt, d, causal, max_s, bm, bn, w, sl, qr, db},
+#include "sm80/tuned_table.inc"
+#undef FLASHATTN_SM80_TUNED
+    // keeps the array non-empty when the table is; not part of kTunedRows
+    {0, detail::ElemType::kFloat16, 0, false, 0, 0, 0, 0, 0, false, false},
+};
+}  // namespace tuned_table_detail
+
+// The rows of tuned_table.inc, in file order.
+inline constexpr std::span<const TunedRow> kTunedRows{tuned_table_detail::kRowsAndSentinel,
+                                                      std::size(tuned_table_detail::kRowsAndSentinel) - 1};
+static_assert(tuned_rows_well_formed(kTunedRows),
+              "tuned_table.inc: negative max_seqlen, or two rows with the same key and max_seqlen");
+
+// The head dims the family instantiates.
+inline constexpr int kHeadDims[] = {64, 128, 256};
+
+// Defaults for devices the table does not know (and for calls no row serves), both dtypes and
+// masks: the FA2 block shapes, within A100's 163 KB of shared memory, none spilling
+// (docs/VERSIONS.md).
+constexpr Sm80FwdOptions default_options(int head_dim) {
+  switch (head_dim) {
+    case 64: return {.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4};
+    case 128: return {.head_dim = 128, .block_m = 128, .block_n = 64, .warps = 4};
+    default: return {.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 4};
+  }
+}
+
+// One kernel of the family: a configuration in one element type.
+struct KernelKey {
+  Sm80FwdOptions options;
+  detail::ElemType dtype;
+  constexpr bool operator==(const KernelKey&) const = default;
+};
+
+namespace tuned_table_detail {
+// The configurations of head dim d that a tuned row or the default names, each once, in first-
+// named order; written to out (when not null), the count returned.
+constexpr int dispatchable(int d, Sm80FwdOptions* out) {
+  int n = 0;
+  auto add = [&](const Sm80FwdOptions& o) {
+    for (int i = 0; out != nullptr && i < n; ++i) {
+      if (out[i] == o) return;
+    }
+    if (out != nullptr) out[n] = o;
+    ++n;
+  };
+  for (const TunedRow& r : kTunedRows) {
+    if (r.head_dim == d) add(r.options());
+  }
+  add(default_options(d));
+  return n;  // with out null: an upper bound (duplicates counted)
+}
+
+template <int D>
+constexpr auto dispatchable_configs_with_bound() {
+  std::array<Sm80FwdOptions, dispatchable(D, nullptr)> all{};
+  const int n = dispatchable(D, all.data());
+  return std::pair{all, n};
+}
+}  // namespace tuned_table_detail
+
+// Every kernel dispatch can pick for head dim D: each configuration a tuned row or the default
+// names, in both dtypes (fp16 then bf16), each once. The library instantiates exactly these
+// (fwd/instantiations/fwd_d*.cu). Both dtypes of a configuration ship even where the table
+// names only one, so every configuration keeps its dtype twin in its instantiation unit: which
+// kernels share a unit changes NVVM's inlining order (and so a kernel's PTX) slightly.
+template <int D>
+constexpr auto dispatchable_kernels() {
+  constexpr auto kConfigs = tuned_table_detail::dispatchable_configs_with_bound<D>();
+  std::array<KernelKey, 2 * kConfigs.second> out{};
+  for (int i = 0; i < kConfigs.second; ++i) {
+    out[2 * i] = {kConfigs.first[i], detail::ElemType::kFloat16};
+    out[2 * i + 1] = {kConfigs.first[i], detail::ElemType::kBFloat16};
+  }
+  return out;
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,22 @@
+// Head dim 64 tuning candidates, both dtypes: the kernels flashattn-sm80-tune --tune times (built
+// into the tuner only; the library ships the tuned table's picks). Why these: docs/VERSIONS.md
+// (sm80 family).
+#include "sm80/fwd/launch.h"
+
+namespace flashattn::sm80 {
+
+std::span<const KernelEntry> candidate_kernels_d64() {
+  static const KernelEntry k[] = {
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 4}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 64, .block_n = 64, .warps = 4}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 4, .rf_double_buffer = true}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4, .rf_double_buffer = true}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8, .q_in_regs = true}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .q_in_regs = true}),
+  };
+  return k;
+}
+
+}  // namespace flashattn::sm80
