@@ -10,26 +10,17 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "arch/convert.h"
 #include "sm80/smem_tile.h"
 
 namespace flashattn::sm80 {
-
-template <class Elem>
-__device__ __forceinline__ uint32_t pack_elem2(float lo, float hi) {
-  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 template <class Cfg, class Elem>
 struct Epilogue {
   static constexpr int kMT = Cfg::kMTiles;
   static constexpr int kNO = Cfg::kNTilesO;
   static constexpr int kChunks = Cfg::kChunksPerRow;
+  static constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   unsigned char* smem;
   int warp_row0;
   int lane;
@@ -57,7 +48,7 @@ struct Epilogue {
         const int r = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
 #pragma unroll
         for (int nt = 0; nt < kNO; ++nt) {
-          const uint32_t v = pack_elem2<Elem>(rO[mt][nt][2 * h] * inv[mt][h], rO[mt][nt][2 * h + 1] * inv[mt][h]);
+          const uint32_t v = arch::pack_f32x2<kBf16>(rO[mt][nt][2 * h] * inv[mt][h], rO[mt][nt][2 * h + 1] * inv[mt][h]);
           *reinterpret_cast<uint32_t*>(smem + SmemTile<Cfg>::chunk_offset(r, nt) + 4 * (lane & 3)) = v;
         }
         if (gLse != nullptr && (lane & 3) == 0 && r < rows_valid) gLse[r] = lse[mt][h];

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "arch/convert.h"
 #include "arch/cp_async.h"
 #include "arch/ldmatrix.h"
 #include "common/params.h"
@@ -148,10 +149,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     for (int ks = 0; ks < Cfg::kKStepsPV; ++ks)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
-        rP[ks][mt][0] = pack_elem2<Elem>(rS[mt][2 * ks][0], rS[mt][2 * ks][1]);
-        rP[ks][mt][1] = pack_elem2<Elem>(rS[mt][2 * ks][2], rS[mt][2 * ks][3]);
-        rP[ks][mt][2] = pack_elem2<Elem>(rS[mt][2 * ks + 1][0], rS[mt][2 * ks + 1][1]);
-        rP[ks][mt][3] = pack_elem2<Elem>(rS[mt][2 * ks + 1][2], rS[mt][2 * ks + 1][3]);
+        rP[ks][mt][0] = arch::pack_f32x2<kBf16>(rS[mt][2 * ks][0], rS[mt][2 * ks][1]);
+        rP[ks][mt][1] = arch::pack_f32x2<kBf16>(rS[mt][2 * ks][2], rS[mt][2 * ks][3]);
+        rP[ks][mt][2] = arch::pack_f32x2<kBf16>(rS[mt][2 * ks + 1][0], rS[mt][2 * ks + 1][1]);
+        rP[ks][mt][3] = arch::pack_f32x2<kBf16>(rS[mt][2 * ks + 1][2], rS[mt][2 * ks + 1][3]);
       }
     if constexpr (!Cfg::kEagerKV) {
       arch::cp_async_wait<0>();
