@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "arch/convert.h"
 #include "arch/mbarrier.h"
 #include "arch/named_barrier.h"
 #include "arch/tma.h"
@@ -32,7 +33,7 @@ __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&
 #pragma unroll
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
       const int i = 4 * c + 2 * r;  // elements i, i+1: columns 8c + 2q, +1
-      *reinterpret_cast<uint32_t*>(orow + 8 * c) = pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]);
+      *reinterpret_cast<uint32_t*>(orow + 8 * c) = arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]);
     }
     if (args.lse != nullptr && q == 0)
       args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
@@ -76,7 +77,7 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
       const int i = 4 * c + 2 * r;
       const uint32_t addr = buf + (c / 8) * Cfg::kOBoxStride + rl * 128 + (((c % 8) ^ (rl % 8)) << 4) + 4 * q;
-      arch::st_shared_b32(addr, pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]));
+      arch::st_shared_b32(addr, arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]));
     }
   }
   arch::fence_proxy_async_shared_cta();  // generic-proxy writes -> visible to the TMA engine

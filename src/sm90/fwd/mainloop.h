@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "arch/convert.h"
 #include "arch/mbarrier.h"
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
@@ -16,17 +17,6 @@
 #include "sm90/fwd/softmax.h"
 
 namespace flashattn::sm90 {
-
-template <bool kBf16>
-__device__ __forceinline__ uint32_t pack_f32x2(float lo, float hi) {
-  if constexpr (kBf16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 template <class Cfg>
 struct Consumer {
@@ -91,7 +81,7 @@ struct Consumer {
 #pragma unroll
     for (int kk = 0; kk < kP; ++kk)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) rP[kk][j] = pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
+      for (int j = 0; j < 4; ++j) rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
   }
 
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
