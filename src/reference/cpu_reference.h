@@ -32,7 +32,7 @@ void attention_lowp(const Problem& pr, DType dtype, const double* q, const doubl
 // Rounds to the nearest value representable in `dtype` (fp16 / bf16 / fp32).
 double round_to(DType dtype, double x);
 
-// The correctness rule of DESIGN.md: max|out-ref| <= 2*max|lowp-ref| + atol.
+// The correctness rule (docs/ARCHITECTURE.md): max|out-ref| <= 2*max|lowp-ref| + atol.
 struct RuleResult {
   double err = 0, lowp_err = 0, bound = 0;
   bool pass = false;

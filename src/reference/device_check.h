@@ -1,5 +1,5 @@
 // Device-side helpers shared by the GPU tests and flashattn-bench: random inputs, NaN
-// poisoning, and the DESIGN.md correctness rule evaluated against the GPU references.
+// poisoning, and the correctness rule (docs/ARCHITECTURE.md) evaluated against the GPU references.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Every fast backend, through the public API, against the GPU references on the awkward grid
-// (DESIGN.md rule, lse included), outputs poisoned, including strided views of packed qkv.
+// (the correctness rule of docs/ARCHITECTURE.md, lse included), outputs poisoned, including strided views of packed qkv.
 #include <cstdint>
 #include <string>
 #include <tuple>

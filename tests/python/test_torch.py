@@ -1,7 +1,7 @@
 """flash_attn_func against a torch reference, plus the op's integration with PyTorch:
 opcheck, torch.compile(fullgraph=True), CUDA graphs, autograd stub and error messages.
 
-Correctness rule (DESIGN.md): max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref in fp32
+Correctness rule (docs/ARCHITECTURE.md): max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref in fp32
 and out_lowp the same naive attention computed in the input dtype; lse likewise (atol 1e-3).
 Skipped without torch or without a CUDA device; the custom-op tests (opcheck, torch.compile)
 are skipped with a torch older than 2.4, where flash_attn_func runs eagerly without the op.
@@ -28,7 +28,7 @@ needs_custom_op = pytest.mark.skipif(
     reason=f"the flashattn::fwd custom op needs torch >= {flashattn.CUSTOM_OP_MIN_TORCH} "
            f"(torch.library.custom_op); this is torch {torch.__version__}")
 
-MEAN = 0.3  # inputs are offset from zero mean (DESIGN.md)
+MEAN = 0.3  # inputs are offset from zero mean (docs/ARCHITECTURE.md)
 
 
 @pytest.fixture(autouse=True)

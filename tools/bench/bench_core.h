@@ -35,7 +35,7 @@ int parse_options(int argc, const char* const* argv, Options* opt, std::string* 
 DType dtype_of(const Options& o);
 Backend backend_of(const Options& o);
 
-// DESIGN.md: FLOPs = 4*B*Hq*Sq*Sk*D, halved for causal with Sq == Sk; for causal with
+// docs/ARCHITECTURE.md: FLOPs = 4*B*Hq*Sq*Sk*D, halved for causal with Sq == Sk; for causal with
 // Sq != Sk the visible (bottom-right) part of the score matrix is counted exactly.
 double forward_flops(const Options& o);
 // Minimum HBM traffic: read Q, K, V once, write O (and lse when requested).
