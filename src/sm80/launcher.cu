@@ -20,9 +20,10 @@ using sm80::kTunedRows;
 using sm80::Sm80FwdOptions;
 using sm80::TunedRow;
 
-const KernelEntry* find_kernel(const Sm80FwdOptions& o, ElemType dt) {
+// The library's entry of (o, dt) if it has a kernel for the mask kind of `causal`.
+const KernelEntry* find_kernel(const Sm80FwdOptions& o, ElemType dt, bool causal) {
   for (const KernelEntry& e : sm80::library_kernels()) {
-    if (e.dtype == dt && e.options == o) return &e;
+    if (e.dtype == dt && e.options == o) return e.launch_for(sm80::mask_kind(causal)) ? &e : nullptr;
   }
   return nullptr;
 }
@@ -33,7 +34,10 @@ const KernelEntry* find_kernel(const Sm80FwdOptions& o, ElemType dt) {
 const KernelEntry* tuned_kernel(const TunedRow& r) {
   static const std::array<const KernelEntry*, kTunedRows.size()> resolved = [] {
     std::array<const KernelEntry*, kTunedRows.size()> a{};
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = find_kernel(kTunedRows[i].options(), kTunedRows[i].dtype);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const TunedRow& row = kTunedRows[i];
+      a[i] = find_kernel(row.options(), row.dtype, row.causal);
+    }
     return a;
   }();
   return resolved[static_cast<std::size_t>(&r - kTunedRows.data())];
@@ -47,7 +51,7 @@ const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
   const TunedRow* r = sm80::select_tuned_row(kTunedRows, sm, p.dtype, p.d, p.causal, p.sq, p.sk,
                                              [](const TunedRow& row) { return tuned_kernel(row) != nullptr; });
   if (r != nullptr) return tuned_kernel(*r);
-  return find_kernel(sm80::default_options(p.d), p.dtype);
+  return find_kernel(sm80::default_options(p.d), p.dtype, p.causal);
 }
 
 bool sm80_built() { return true; }

@@ -44,7 +44,12 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
                                            std::to_string(e.smem_bytes) + " B shared memory, device allows " +
                                            std::to_string(optin)};
   }
-  return e.launch(p, stream);
+  const LaunchFn launch = e.launch_for(mask_kind(p.causal));
+  if (launch == nullptr) {
+    return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " is not instantiated for the " +
+                                           (p.causal ? "causal" : "non-causal") + " mask"};
+  }
+  return launch(p, stream);
 }
 
 }  // namespace flashattn::sm80

@@ -5,9 +5,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <span>
 #include <string>
 
+#include "common/mask.h"
 #include "common/params.h"
 #include "flashattn/flashattn.h"
 #include "sm80/fwd/config.h"
@@ -16,11 +18,17 @@ namespace flashattn::sm80 {
 
 using LaunchFn = Status (*)(const detail::FwdParams&, cudaStream_t);
 
+// The mask kind of a call.
+constexpr MaskKind mask_kind(bool causal) { return causal ? MaskKind::kCausal : MaskKind::kNone; }
+
 struct KernelEntry {
   Sm80FwdOptions options;
   detail::ElemType dtype;
   int smem_bytes;
-  LaunchFn launch;
+  // One kernel per mask kind (indexed by MaskKind); null where that kind is not instantiated.
+  std::array<LaunchFn, 2> launch;
+
+  LaunchFn launch_for(MaskKind kind) const { return launch[static_cast<int>(kind)]; }
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
   // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
@@ -31,7 +39,8 @@ struct KernelEntry {
 // Kernels built into the library: those dispatch can pick (sm80/tuned_table.h).
 std::span<const KernelEntry> library_kernels();
 
-// Launches entry `e` for `p` (checks the shared-memory opt-in limit of the current device).
+// Launches entry `e`'s kernel of p's mask kind for `p` (checks that it is instantiated and the
+// shared-memory opt-in limit of the current device).
 Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80

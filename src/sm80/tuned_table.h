@@ -46,52 +46,66 @@ constexpr Sm80FwdOptions default_options(int head_dim) {
   }
 }
 
-// One kernel of the family: a configuration in one element type.
+// The kernels of one configuration in one element type: one per listed mask kind.
 struct KernelKey {
   Sm80FwdOptions options;
   detail::ElemType dtype;
+  bool mask_none = true, mask_causal = true;
   constexpr bool operator==(const KernelKey&) const = default;
 };
 
 namespace tuned_table_detail {
-// The configurations of head dim d that a tuned row or the default names, each once, in first-
-// named order; written to out (when not null), the count returned.
-constexpr int dispatchable(int d, Sm80FwdOptions* out) {
+// A configuration and the mask kinds it serves.
+struct ConfigMasks {
+  Sm80FwdOptions options;
+  bool mask_none = false, mask_causal = false;
+};
+
+// The configurations of head dim d that a tuned row or the default names, each once in first-
+// named order, with the masks of the rows naming it (both for the default); written to out (when
+// not null), the count returned (with out null: an upper bound).
+constexpr int dispatchable(int d, ConfigMasks* out) {
   int n = 0;
-  auto add = [&](const Sm80FwdOptions& o) {
-    for (int i = 0; out != nullptr && i < n; ++i) {
-      if (out[i] == o) return;
+  auto add = [&](const Sm80FwdOptions& o, bool none, bool causal) {
+    if (out == nullptr) {
+      ++n;
+      return;
     }
-    if (out != nullptr) out[n] = o;
-    ++n;
+    int i = 0;
+    while (i < n && !(out[i].options == o)) ++i;
+    if (i == n) out[n++] = {o};
+    out[i].mask_none |= none;
+    out[i].mask_causal |= causal;
   };
   for (const TunedRow& r : kTunedRows) {
-    if (r.head_dim == d) add(r.options());
+    if (r.head_dim == d) add(r.options(), !r.causal, r.causal);
   }
-  add(default_options(d));
-  return n;  // with out null: an upper bound (duplicates counted)
+  add(default_options(d), true, true);
+  return n;
 }
 
 template <int D>
 constexpr auto dispatchable_configs_with_bound() {
-  std::array<Sm80FwdOptions, dispatchable(D, nullptr)> all{};
+  std::array<ConfigMasks, dispatchable(D, nullptr)> all{};
   const int n = dispatchable(D, all.data());
   return std::pair{all, n};
 }
 }  // namespace tuned_table_detail
 
 // Every kernel dispatch can pick for head dim D: each configuration a tuned row or the default
-// names, in both dtypes (fp16 then bf16), each once. The library instantiates exactly these
-// (fwd/instantiations/fwd_d*.cu). Both dtypes of a configuration ship even where the table
-// names only one, so every configuration keeps its dtype twin in its instantiation unit: which
-// kernels share a unit changes NVVM's inlining order (and so a kernel's PTX) slightly.
+// names, with the mask kinds of those rows (both for the default), in both dtypes (fp16 then
+// bf16), each once. The library instantiates exactly these (fwd/instantiations/fwd_d*.cu). A
+// configuration ships both dtypes even where the table names only one: that keeps each kernel's
+// dtype twin in its instantiation unit, and which kernels share a unit changes NVVM's inlining
+// order (and so a kernel's PTX) slightly.
 template <int D>
 constexpr auto dispatchable_kernels() {
   constexpr auto kConfigs = tuned_table_detail::dispatchable_configs_with_bound<D>();
   std::array<KernelKey, 2 * kConfigs.second> out{};
   for (int i = 0; i < kConfigs.second; ++i) {
-    out[2 * i] = {kConfigs.first[i], detail::ElemType::kFloat16};
-    out[2 * i + 1] = {kConfigs.first[i], detail::ElemType::kBFloat16};
+    const auto& c = kConfigs.first[i];
+    out[2 * i] = {c.options, detail::ElemType::kFloat16, c.mask_none, c.mask_causal};
+    out[2 * i + 1] = {c.options, detail::ElemType::kBFloat16, c.mask_none, c.mask_causal};
   }
   return out;
 }

@@ -1,9 +1,16 @@
-// The sm80 kernel's precomputed shared-memory addressing (sm80/swizzle.h) against the plain
-// swizzle, for every (row, chunk) the ldmatrix fragments and the cp.async passes touch: no GPU.
+// The sm80 kernel's fragment and tile layouts, no GPU: the precomputed shared-memory addressing
+// (sm80/swizzle.h) against the plain swizzle, for every (row, chunk) the ldmatrix fragments and
+// the cp.async passes touch; and the S-fragment masking and key-block bounds (sm80/mask.h)
+// against common/mask.h's rule for every lane of every warp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
+#include "common/mask.h"
+#include "sm80/mask.h"
 #include "sm80/swizzle.h"
 
 namespace swz = flashattn::sm80::swz;
@@ -93,6 +100,58 @@ TEST(Sm80Swizzle, PassOffsetsMatchSwizzle) {
   check_passes<256, true, 4, 32>();   // 128 threads: rows/pass % 8 != 0, generic path
   check_passes<256, true, 8, 16>();   // 256 threads
   check_passes<128, false, 8, 16>();
+}
+
+// The kernel's use of sm80/mask.h for a (kBM, kBN, kWarps) tile: the key blocks it visits
+// [0, n_block_end32), the masked ones first (n_block_needs_mask), and mask_fragment on the S
+// fragment of every lane of every warp in each masked block. Rows past sq are never written, so
+// only rows < sq are checked; every key past sk must be hidden.
+template <flashattn::MaskKind Kind, int kBM, int kBN, int kWarps>
+void check_mask(int sq, int sk) {
+  using flashattn::sm80::mask_fragment;
+  constexpr int kMT = kBM / (16 * kWarps), kNS = kBN / 8;
+  const flashattn::Mask<Kind> mask{sq, sk};
+  const int num_m = (sq + kBM - 1) / kBM;
+  for (int mb = 0; mb < num_m; ++mb) {
+    const int m0 = mb * kBM, rows = sq - m0 < kBM ? sq - m0 : kBM;
+    const int n_end = flashattn::sm80::n_block_end32(mask, m0, rows, kBN);
+    ASSERT_EQ(n_end, mask.n_block_range(mb, kBM, kBN).hi) << sq << "x" << sk << " mb " << mb;
+    const int unmasked = mask.num_unmasked_n_blocks(m0, kBN);
+    for (int n = 0; n < n_end; ++n) {
+      const bool needs = flashattn::sm80::n_block_needs_mask(mask, n, m0, kBN);
+      ASSERT_EQ(needs, n >= unmasked) << sq << "x" << sk << " mb " << mb << " n " << n;
+      if (!needs) continue;
+      for (int warp = 0; warp < kWarps; ++warp) {
+        for (int lane = 0; lane < 32; ++lane) {
+          float rS[kMT][kNS][4] = {};
+          const int row0 = m0 + warp * kMT * 16 + (lane >> 2), col0 = n * kBN + 2 * (lane & 3);
+          mask_fragment<16>(mask, rS, row0, col0);
+          for (int mt = 0; mt < kMT; ++mt)
+            for (int nt = 0; nt < kNS; ++nt)
+              for (int e = 0; e < 4; ++e) {
+                const int row = row0 + mt * 16 + 8 * (e >> 1), col = col0 + nt * 8 + (e & 1);
+                if (row >= sq) continue;
+                ASSERT_EQ(std::isinf(rS[mt][nt][e]), !mask.visible(row, col))
+                    << sq << "x" << sk << " row " << row << " col " << col;
+              }
+        }
+      }
+    }
+  }
+}
+
+TEST(Sm80Mask, FragmentsAndBlockBoundsMatchTheRule) {
+  using flashattn::MaskKind;
+  const std::vector<std::pair<int, int>> shapes = {{1, 1},     {1, 300},   {17, 17},  {113, 1000}, {1000, 113},
+                                                   {128, 128}, {257, 255}, {300, 64}, {64, 1},     {200, 333}};
+  for (auto [sq, sk] : shapes) {
+    check_mask<MaskKind::kNone, 128, 64, 4>(sq, sk);
+    check_mask<MaskKind::kCausal, 128, 64, 4>(sq, sk);
+    check_mask<MaskKind::kCausal, 64, 64, 4>(sq, sk);
+    check_mask<MaskKind::kCausal, 128, 128, 4>(sq, sk);
+    check_mask<MaskKind::kCausal, 128, 64, 8>(sq, sk);
+    check_mask<MaskKind::kNone, 128, 32, 8>(sq, sk);
+  }
 }
 
 }  // namespace

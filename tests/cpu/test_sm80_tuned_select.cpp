@@ -162,9 +162,12 @@ std::vector<KernelKey> library_keys(int d) {
   }
 }
 
-bool instantiated(const KernelKey& k) {
-  const std::vector<KernelKey> keys = library_keys(k.options.head_dim);
-  return std::find(keys.begin(), keys.end(), k) != keys.end();
+// The library has the kernel of configuration o in dtype dt for the causal (or the non-causal) mask.
+bool instantiated(const flashattn::sm80::Sm80FwdOptions& o, ElemType dt, bool causal) {
+  for (const KernelKey& k : library_keys(o.head_dim)) {
+    if (k.options == o && k.dtype == dt) return causal ? k.mask_causal : k.mask_none;
+  }
+  return false;
 }
 
 }  // namespace
@@ -172,7 +175,7 @@ bool instantiated(const KernelKey& k) {
 TEST(Sm80TunedTable, EveryRowNamesAnInstantiatedKernel) {
   ASSERT_FALSE(kTunedRows.empty());
   for (const TunedRow& r : kTunedRows) {
-    EXPECT_TRUE(instantiated({r.options(), r.dtype}))
+    EXPECT_TRUE(instantiated(r.options(), r.dtype, r.causal))
         << "sm " << r.sm << " d" << r.head_dim << (r.causal ? " causal" : " full") << " max_seqlen " << r.max_seqlen
         << ": m" << r.block_m << "n" << r.block_n << "w" << r.warps << "_s" << r.frag_slice;
   }
@@ -181,7 +184,8 @@ TEST(Sm80TunedTable, EveryRowNamesAnInstantiatedKernel) {
 TEST(Sm80TunedTable, EveryDefaultIsInstantiated) {
   for (int d : flashattn::sm80::kHeadDims) {
     EXPECT_EQ(default_options(d).head_dim, d);
-    for (ElemType dt : {kFp16, kBf16}) EXPECT_TRUE(instantiated({default_options(d), dt})) << "d" << d;
+    for (ElemType dt : {kFp16, kBf16})
+      for (bool causal : {false, true}) EXPECT_TRUE(instantiated(default_options(d), dt, causal)) << "d" << d;
   }
 }
 
@@ -199,8 +203,9 @@ TEST(Sm80TunedTable, UnknownDevicesGetTheDefault) {
 }
 
 TEST(Sm80TunedTable, LibraryShipsOnlyWhatDispatchCanPick) {
-  // Each instantiated kernel's configuration is some row's (in either dtype) or the default, and
-  // no kernel is listed twice.
+  // Each instantiated kernel's configuration is some row's (in either dtype) or the default, with
+  // only the masks of those rows (both for the default), and no configuration is listed twice
+  // per dtype.
   int total = 0;
   for (int d : flashattn::sm80::kHeadDims) {
     const std::vector<KernelKey> keys = library_keys(d);
@@ -208,12 +213,17 @@ TEST(Sm80TunedTable, LibraryShipsOnlyWhatDispatchCanPick) {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const KernelKey& k = keys[i];
       EXPECT_EQ(k.options.head_dim, d);
-      EXPECT_EQ(std::count(keys.begin(), keys.end(), k), 1);
+      EXPECT_EQ(std::count_if(keys.begin(), keys.end(),
+                              [&](const KernelKey& o) { return o.options == k.options && o.dtype == k.dtype; }),
+                1);
       const bool is_default = k.options == default_options(d);
-      const bool is_row = std::any_of(kTunedRows.begin(), kTunedRows.end(), [&](const TunedRow& r) {
-        return r.options() == k.options;
-      });
-      EXPECT_TRUE(is_default || is_row) << "d" << d << " entry " << i;
+      auto named_by_row = [&](bool causal) {
+        return std::any_of(kTunedRows.begin(), kTunedRows.end(),
+                           [&](const TunedRow& r) { return r.options() == k.options && r.causal == causal; });
+      };
+      EXPECT_TRUE(k.mask_none || k.mask_causal) << "d" << d << " entry " << i;
+      EXPECT_TRUE(!k.mask_none || is_default || named_by_row(false)) << "d" << d << " entry " << i;
+      EXPECT_TRUE(!k.mask_causal || is_default || named_by_row(true)) << "d" << d << " entry " << i;
     }
   }
   // Every row of a head dim the family does not build would be dead.

@@ -4,7 +4,8 @@
 
 namespace flashattn::sm80 {
 
-// One fp16 kernel per configuration, given as a braced Sm80FwdOptions initializer.
+// The fp16 kernels (both mask kinds) of one configuration, given as a braced Sm80FwdOptions
+// initializer.
 #define ABL(...) make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kFloat16}>()
 
 std::span<const KernelEntry> ablation_kernels() {

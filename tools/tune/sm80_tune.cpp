@@ -166,6 +166,7 @@ int run_check(bool with_ablation) {
         if (!pr.ok) { std::printf("FAIL setup %s\n", str(s).c_str()); ++fails; continue; }
         for (const KernelEntry* e : check_kernels(with_ablation)) {
           if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
+          if (e->launch_for(sm80::mask_kind(s.causal)) == nullptr) continue;
           pr.poison();
           Status st = sm80::launch_entry(*e, pr.p, nullptr);
           check::Report r;
@@ -255,6 +256,7 @@ int run_tune(const std::string& path) {
         std::vector<const KernelEntry*> cands;
         for (const KernelEntry* e : candidates()) {
           if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
+          if (e->launch_for(sm80::mask_kind(causal)) == nullptr) continue;
           Problem small({2, 300, 333, 4, 2, d, causal, dt}, 11);
           small.poison();
           Status st = sm80::launch_entry(*e, small.p, nullptr);

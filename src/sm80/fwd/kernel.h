@@ -13,17 +13,20 @@
 #include "arch/convert.h"
 #include "arch/cp_async.h"
 #include "arch/ldmatrix.h"
+#include "common/mask.h"
 #include "common/params.h"
 #include "sm80/fwd/epilogue.h"
 #include "sm80/fwd/kernel_args.h"
 #include "sm80/fwd/softmax.h"
+#include "sm80/mask.h"
 #include "sm80/smem_tile.h"
 #include "sm80/warp_gemm.h"
 
 namespace flashattn::sm80 {
 
 
-template <class Cfg, class Elem>
+// Kind: the mask, compile-time (a non-causal kernel carries no causal code).
+template <class Cfg, class Elem, MaskKind Kind>
 __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgs p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
@@ -49,13 +52,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   float* gLse = p.lse ? p.lse + (static_cast<int64_t>(batch) * p.hq + head) * p.sq + m0 : nullptr;
   const int rows_valid = min(kBM, p.sq - m0);
 
-  // Key blocks [0, n_end): under the causal mask the last valid row sees keys < row + sk - sq + 1.
-  const int diag = p.sk - p.sq;
-  int n_end = (p.sk + kBN - 1) / kBN;
-  if (p.causal) {
-    const int key_limit = m0 + rows_valid - 1 + diag + 1;
-    n_end = min(n_end, key_limit <= 0 ? 0 : (key_limit + kBN - 1) / kBN);
-  }
+  // Key blocks [0, n_end) hold every key some row of this block sees.
+  const Mask<Kind> mask{p.sq, p.sk};
+  const int n_end = n_block_end32(mask, m0, rows_valid, kBN);
   Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
   if (n_end == 0) {  // every row of this block is fully masked
     epi.write_empty(gO, p.o_ss, gLse, rows_valid);
@@ -65,7 +64,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   const TileLoader<Cfg, kBM> q_loader(tid);
   const TileLoader<Cfg, kBN> kv_loader(tid);
   const WarpGemm<Cfg> gemm(sQ, sK, sV, warp_row0, lane);
-  const TileMask mask{p.sk, diag, p.causal};
 
   float rO[kMT][kNO][4];
 #pragma unroll
@@ -118,7 +116,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     for (int ks = 0; ks < Cfg::kKStepsQK; ++ks) gemm.load_q(rQres[ks], sQ, ks);
   }
 
-  // One key block. kMask: this block needs the causal / key-length mask. Only masked blocks
+  // One key block. kMask: this block needs the element-wise mask. Only masked blocks
   // can be the partial last key block, so only their loads of block n take row predicates;
   // block n-1 (below the last) is always full.
   auto iteration = [&](int n, auto mask_tag) {
@@ -141,7 +139,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
       load_v(n, kFullN);
     }
     if constexpr (kMask) {
-      mask.template apply<kMT, kNS, 16>(rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
+      mask_fragment<16>(mask, rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
     }
     softmax.step(rS, rO, p.scale_log2);
     uint32_t rP[Cfg::kKStepsPV][kMT][4];
@@ -165,11 +163,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   // Blocks that need the mask: the partial last key block, and (causal) those crossing the
   // diagonal of the block's first row. Walking down, once one is clean all lower ones are.
   int n = n_end - 1;
-  for (; n >= 0; --n) {
-    const bool need = (n + 1) * kBN > p.sk || (p.causal && (n + 1) * kBN - 1 > m0 + diag);
-    if (!need) break;
-    iteration(n, std::true_type{});
-  }
+  for (; n >= 0 && n_block_needs_mask(mask, n, m0, kBN); --n) iteration(n, std::true_type{});
   for (; n >= 0; --n) iteration(n, std::false_type{});
 
   float inv[kMT][2], lse[kMT][2];

@@ -24,13 +24,12 @@ struct Sm80FwdArgs {
   int64_t o_sb, o_ss, o_sh;
   float scale;
   float scale_log2;
-  bool causal;
   detail::ElemType dtype;
 
   static Sm80FwdArgs from(const detail::FwdParams& p) {
     return {p.q.ptr, p.k.ptr, p.v.ptr, p.o.ptr, p.lse,   p.b,    p.sq,   p.sk,    p.hq,
             p.hkv,   p.d,     p.h_ratio, p.q.sb, p.q.ss, p.q.sh, p.k.sb, p.k.ss, p.k.sh,
-            p.v.sb,  p.v.ss,  p.v.sh,  p.o.sb, p.o.ss,  p.o.sh, p.scale, p.scale_log2, p.causal, p.dtype};
+            p.v.sb,  p.v.ss,  p.v.sh,  p.o.sb, p.o.ss,  p.o.sh, p.scale, p.scale_log2, p.dtype};
   }
 };
 

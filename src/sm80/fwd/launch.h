@@ -19,9 +19,9 @@
 
 namespace flashattn::sm80 {
 
-template <class Cfg, class Elem>
+template <class Cfg, class Elem, MaskKind Kind>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
-  auto* kernel = &sm80_fwd_kernel<Cfg, Elem>;
+  auto* kernel = &sm80_fwd_kernel<Cfg, Elem, Kind>;
   // Raising the opt-in limit is cheap and per device; do it every call so multi-GPU works.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (e != cudaSuccess) {
@@ -37,11 +37,18 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
+// The entry of K's configuration and dtype, with a kernel for each mask kind K lists (only
+// those are instantiated).
 template <KernelKey K>
 constexpr KernelEntry make_entry() {
   using Cfg = Sm80FwdConfig<K.options>;
   using Elem = std::conditional_t<K.dtype == detail::ElemType::kBFloat16, __nv_bfloat16, __half>;
-  return KernelEntry{K.options, K.dtype, Cfg::kSmemBytes, &launch_fwd<Cfg, Elem>};
+  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}};
+  if constexpr (K.mask_none) e.launch[static_cast<int>(MaskKind::kNone)] = &launch_fwd<Cfg, Elem, MaskKind::kNone>;
+  if constexpr (K.mask_causal) {
+    e.launch[static_cast<int>(MaskKind::kCausal)] = &launch_fwd<Cfg, Elem, MaskKind::kCausal>;
+  }
+  return e;
 }
 
 // The entries of a compile-time list of kernels (a std::array of KernelKey), in its order.
@@ -56,8 +63,8 @@ std::span<const KernelEntry> make_entries() {
   return make_entries<kKeys>(std::make_index_sequence<kKeys.size()>{});
 }
 
-// Both dtypes of one configuration, given as a braced Sm80FwdOptions initializer (inside
-// namespace flashattn::sm80).
+// Both dtypes of one configuration, both mask kinds, given as a braced Sm80FwdOptions initializer
+// (inside namespace flashattn::sm80).
 #define FLASHATTN_SM80_ENTRIES(...)                                                         \
   make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kFloat16}>(),          \
       make_entry<KernelKey{Sm80FwdOptions __VA_ARGS__, detail::ElemType::kBFloat16}>()

@@ -10,33 +10,6 @@
 
 namespace flashattn::sm80 {
 
-// Causal (bottom-right) and key-length masking for one (BlockM, BlockN) tile.
-struct TileMask {
-  int sk;           // keys
-  int diag_offset;  // sk - sq: query i sees key j iff j <= i + diag_offset
-  bool causal;
-
-  // Sets masked scores to -inf. row0: global query row of (mt=0, lane/4); col0: key of n tile 0, col 0.
-  template <int kMT, int kNS, int kWarpRowStride>
-  __device__ __forceinline__ void apply(float (&rS)[kMT][kNS][4], int row0, int col0) const {
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + mt * kWarpRowStride + h * 8;
-        const int limit = causal ? min(sk, row + diag_offset + 1) : sk;  // keys < limit visible
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            if (col0 + nt * 8 + j >= limit) rS[mt][nt][2 * h + j] = -INFINITY;
-          }
-        }
-      }
-    }
-  }
-};
-
 template <class Cfg>
 struct OnlineSoftmax {
   static constexpr int kMT = Cfg::kMTiles;

@@ -1,0 +1,70 @@
+// The visibility rule (common/mask.h) applied to the sm80 mma C fragments. In m tile mt a lane
+// holds rows lane/4 (elements 0, 1) and lane/4 + 8 (elements 2, 3) of every n8 tile, at columns
+// 2 * (lane % 4) + {0, 1} of the tile. Both directions' S tiles use this layout. Host-callable,
+// so tests/cpu checks it against Mask::visible.
+#pragma once
+
+#include <cmath>
+
+#include "common/mask.h"
+#include "common/params.h"  // FLASHATTN_HOST_DEVICE
+
+// Unroll hints for the device pass only (host compilers warn on the pragma).
+#ifdef __CUDA_ARCH__
+#define FLASHATTN_SM80_UNROLL _Pragma("unroll")
+#else
+#define FLASHATTN_SM80_UNROLL
+#endif
+
+namespace flashattn::sm80 {
+
+// Keys [0, result) are visible to `row`: Mask::key_end in 32-bit arithmetic, unclamped below (a
+// negative end hides the same keys as 0). The kernels keep this form: the generic int64 clamps
+// cost registers inside the masked key blocks.
+template <MaskKind Kind>
+FLASHATTN_HOST_DEVICE int key_end32(const Mask<Kind>& mask, int row) {
+  if constexpr (!Mask<Kind>::kCausal) return mask.sk;
+  const int lim = row + (mask.sk - mask.sq) + 1;
+  return lim < mask.sk ? lim : mask.sk;
+}
+
+// Key blocks [0, result) hold every key some row of [m0, m0 + rows) sees (rows >= 1):
+// Mask::n_block_range's end, in 32-bit arithmetic.
+template <MaskKind Kind>
+FLASHATTN_HOST_DEVICE int n_block_end32(const Mask<Kind>& mask, int m0, int rows, int block_n) {
+  const int n_end = (mask.sk + block_n - 1) / block_n;
+  if constexpr (!Mask<Kind>::kCausal) return n_end;
+  const int keys = m0 + rows + (mask.sk - mask.sq);  // the last row's key_end, unclamped
+  const int n_causal = keys <= 0 ? 0 : (keys + block_n - 1) / block_n;
+  return n_causal < n_end ? n_causal : n_end;
+}
+
+// Some element of key block n is hidden from some row >= m0 (row m0 sees the fewest keys): the
+// complement of Mask::num_unmasked_n_blocks, for key blocks walked from the last down.
+template <MaskKind Kind>
+FLASHATTN_HOST_DEVICE bool n_block_needs_mask(const Mask<Kind>& mask, int n, int m0, int block_n) {
+  const int end = (n + 1) * block_n;
+  return end > mask.sk || (Mask<Kind>::kCausal && end - 1 > m0 + (mask.sk - mask.sq));
+}
+
+// Sets the elements of rS that `mask` hides to -inf. row0: query row of (mt 0, element 0) of this
+// lane; col0: key of (n tile 0, element 0); m tiles are kRowStride rows apart.
+template <int kRowStride, MaskKind Kind, int kMT, int kNS>
+FLASHATTN_HOST_DEVICE void mask_fragment(const Mask<Kind>& mask, float (&rS)[kMT][kNS][4], int row0, int col0) {
+  FLASHATTN_SM80_UNROLL
+  for (int mt = 0; mt < kMT; ++mt) {
+    FLASHATTN_SM80_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int key_end = key_end32(mask, row0 + mt * kRowStride + h * 8);
+      FLASHATTN_SM80_UNROLL
+      for (int nt = 0; nt < kNS; ++nt) {
+        FLASHATTN_SM80_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          if (col0 + nt * 8 + j >= key_end) rS[mt][nt][2 * h + j] = -INFINITY;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace flashattn::sm80
