@@ -11,6 +11,13 @@
 #else
 #define FLASHATTN_HOST_DEVICE
 #endif
+// Unroll hint for the device passes only (host compilers warn on the pragma), for loops in
+// host/device code.
+#ifdef __CUDA_ARCH__
+#define FLASHATTN_UNROLL _Pragma("unroll")
+#else
+#define FLASHATTN_UNROLL
+#endif
 
 namespace flashattn::detail {
 

@@ -7,14 +7,7 @@
 #include <cmath>
 
 #include "common/mask.h"
-#include "common/params.h"  // FLASHATTN_HOST_DEVICE
-
-// Unroll hints for the device pass only (host compilers warn on the pragma).
-#ifdef __CUDA_ARCH__
-#define FLASHATTN_SM80_UNROLL _Pragma("unroll")
-#else
-#define FLASHATTN_SM80_UNROLL
-#endif
+#include "common/params.h"  // FLASHATTN_HOST_DEVICE, FLASHATTN_UNROLL
 
 namespace flashattn::sm80 {
 
@@ -51,14 +44,14 @@ FLASHATTN_HOST_DEVICE bool n_block_needs_mask(const Mask<Kind>& mask, int n, int
 // lane; col0: key of (n tile 0, element 0); m tiles are kRowStride rows apart.
 template <int kRowStride, MaskKind Kind, int kMT, int kNS>
 FLASHATTN_HOST_DEVICE void mask_fragment(const Mask<Kind>& mask, float (&rS)[kMT][kNS][4], int row0, int col0) {
-  FLASHATTN_SM80_UNROLL
+  FLASHATTN_UNROLL
   for (int mt = 0; mt < kMT; ++mt) {
-    FLASHATTN_SM80_UNROLL
+    FLASHATTN_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int key_end = key_end32(mask, row0 + mt * kRowStride + h * 8);
-      FLASHATTN_SM80_UNROLL
+      FLASHATTN_UNROLL
       for (int nt = 0; nt < kNS; ++nt) {
-        FLASHATTN_SM80_UNROLL
+        FLASHATTN_UNROLL
         for (int j = 0; j < 2; ++j) {
           if (col0 + nt * 8 + j >= key_end) rS[mt][nt][2 * h + j] = -INFINITY;
         }

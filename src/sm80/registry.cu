@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/device_info.h"
+
 namespace flashattn::sm80 {
 
 std::span<const KernelEntry> kernels_d64();
@@ -33,12 +35,10 @@ std::string KernelEntry::name() const {
 }
 
 Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream) {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    cudaGetLastError();
+  detail::DeviceInfo dev;  // cached per device (common/device_info.h): no query per launch
+  if (!detail::current_device_info(&dev).ok())
     return {StatusCode::kNoDevice, "backend sm80: cannot query the current device"};
-  }
+  const int optin = dev.smem_optin;
   if (e.smem_bytes > optin) {
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " needs " +
                                            std::to_string(e.smem_bytes) + " B shared memory, device allows " +

@@ -6,12 +6,7 @@
 #include <cmath>
 
 #include "common/mask.h"
-// Unroll hint for the device passes only (host compilers warn on the pragma).
-#ifdef __CUDA_ARCH__
-#define FLASHATTN_UNROLL _Pragma("unroll")
-#else
-#define FLASHATTN_UNROLL
-#endif
+#include "common/params.h"  // FLASHATTN_HOST_DEVICE, FLASHATTN_UNROLL
 
 namespace flashattn::sm90 {
 

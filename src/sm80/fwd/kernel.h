@@ -89,22 +89,17 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     v_src = kv_loader.thread_src(gV, p.v_ss) + tiles * v_pass;
     kv_off = kv_loader.first_offset();
   }
-  auto load_k = [&](int n, auto full_tag) {
+  // Key block n of K or V (g, ss: its tensor; src, pass: its running pointer) into s_dst.
+  auto load_kv = [&](uint32_t s_dst, const Elem* g, int64_t ss, uint64_t& src, uint64_t pass, int n, auto full_tag) {
     if constexpr (Cfg::kStridedLoads) {
-      kv_loader.template load_strided<!decltype(full_tag)::value>(sK, kv_off, k_src, k_pass, p.sk - n * kBN, gK);
+      kv_loader.template load_strided<!decltype(full_tag)::value>(s_dst, kv_off, src, pass, p.sk - n * kBN, g);
     } else {
-      kv_loader.load(sK, gK + static_cast<int64_t>(n) * kBN * p.k_ss, p.k_ss, p.sk - n * kBN);
+      kv_loader.load(s_dst, g + static_cast<int64_t>(n) * kBN * ss, ss, p.sk - n * kBN);
     }
     arch::cp_async_commit();
   };
-  auto load_v = [&](int n, auto full_tag) {
-    if constexpr (Cfg::kStridedLoads) {
-      kv_loader.template load_strided<!decltype(full_tag)::value>(sV, kv_off, v_src, v_pass, p.sk - n * kBN, gV);
-    } else {
-      kv_loader.load(sV, gV + static_cast<int64_t>(n) * kBN * p.v_ss, p.v_ss, p.sk - n * kBN);
-    }
-    arch::cp_async_commit();
-  };
+  auto load_k = [&](int n, auto full_tag) { load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag); };
+  auto load_v = [&](int n, auto full_tag) { load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag); };
 
   q_loader.load(sQ, gQ, p.q_ss, rows_valid);
   arch::cp_async_commit();

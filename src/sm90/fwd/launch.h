@@ -24,6 +24,8 @@ namespace flashattn::sm90 {
 template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
+  constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
+  if (kCausal != p.causal) return {StatusCode::kInternal, "backend sm90: the kernel's mask kind differs from the call's"};
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap tmQ, tmK, tmV, tmO{};
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
@@ -65,7 +67,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
   args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, p.d,
-                               p.causal && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
+                               kCausal && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA
@@ -75,14 +77,13 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr int kOneCtaFrom = causal_one_cta_per_tile_seqlen(Cfg::kHeadDim);
   const int causal_mode = FLASHATTN_SM90_ABL_SCHED_CAUSAL >= 0 ? FLASHATTN_SM90_ABL_SCHED_CAUSAL
                           : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
-  const int mode = p.causal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
+  const int mode = kCausal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
   // No split: every tile whole. Stream-K configs take every tile's key range from the plan.
   const int n_blocks = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
   args.plan = StreamKPlan::make(tiles, 0, n_blocks);
   args.sk_counters = nullptr;
   args.sk_partials = nullptr;
-  if (Cfg::kStreamK && p.causal) return {StatusCode::kInternal, "backend sm90: a stream-K (non-causal) kernel got a causal call"};
   void* graph_workspace = nullptr;
   if (Cfg::kPersistent && mode >= 1) {
     if constexpr (Cfg::kStreamK) graph_workspace = setup_stream_k<Cfg>(args, tiles, n_blocks, current_num_sms(), stream);

@@ -55,14 +55,11 @@ struct FwdWorkPlan {
   }
   __device__ __forceinline__ void finish() const { claims.finish(); }
 
-  __device__ __forceinline__ void decode(int t, int& m_block, int& h, int& bb) const {
-    order.decode(t, m_block, h, bb);
-  }
   // A piece's tile coordinates and key-block range.
   __device__ __forceinline__ void describe(WorkSlot& w) const {
     int tile = w.code;
     if constexpr (Cfg::kStreamK) range_of_code(w.code, tile, w.n_lo, w.n_hi);
-    decode(tile, w.m_block, w.h, w.b);
+    order.decode(tile, w.m_block, w.h, w.b);
     if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
   }
 };
