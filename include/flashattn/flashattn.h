@@ -69,6 +69,35 @@ Status resolve_backend(const ForwardArgs& args, Backend* chosen);
 // Validation only (no device queries); exposed for tests and bindings.
 Status validate(const ForwardArgs& args);
 
+// Gradients of the forward above. dq, dk, dv are written (overwritten, not accumulated).
+// Under GQA/MQA dk/dv are shaped like k/v: the library sums each KV head's query heads.
+struct BackwardArgs {
+  TensorRef dout;  // (B, Sq, Hq, D), q's dtype; any strides the forward accepts for q
+  TensorRef q;     // (B, Sq, Hq, D)
+  TensorRef k;     // (B, Sk, Hkv, D)
+  TensorRef v;     // (B, Sk, Hkv, D)
+  TensorRef out;   // (B, Sq, Hq, D): the forward's output for these q, k, v
+  const float* lse = nullptr;  // (B, Hq, Sq) fp32 contiguous: the forward's lse (natural log)
+  TensorRef dq;    // (B, Sq, Hq, D), q's dtype
+  TensorRef dk;    // (B, Sk, Hkv, D)
+  TensorRef dv;    // (B, Sk, Hkv, D)
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D); must be the forward's
+  bool causal = false;         // must be the forward's
+  bool deterministic = false;  // bitwise-identical dq, dk, dv across runs and streams
+  Backend backend = Backend::kAuto;
+};
+
+// Validates, dispatches and launches on `stream`. Scratch comes from a library workspace per
+// (device, stream) (safe under CUDA-graph capture). When Sq or Sk is 0 the gradients that have
+// elements are zero-filled (no query sees a key, so nothing flows); nothing else is launched.
+Status backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
+
+// The backend `backward` would run for these arguments on the current device.
+Status resolve_backend(const BackwardArgs& args, Backend* chosen);
+
+// Validation only (no device queries).
+Status validate(const BackwardArgs& args);
+
 const char* version();
 
 }  // namespace flashattn

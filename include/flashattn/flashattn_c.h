@@ -129,6 +129,48 @@ int flashattn_resolve_backend(const flashattn_tensor_t* q, const flashattn_tenso
                               float* lse, float softmax_scale, int causal, int backend,
                               int* chosen);
 
+/* ---------------------------------------------------------------------------------------------
+ * Backward pass (same struct_size rules as flashattn_forward_params_t).
+ * dq, dk, dv are overwritten; under GQA/MQA dk/dv are shaped like k/v (the library sums each
+ * KV head's query heads). Scratch comes from a library workspace per (device, stream).
+ * ------------------------------------------------------------------------------------------ */
+typedef struct {
+  size_t struct_size; /* sizeof(flashattn_backward_params_t) as compiled by the caller */
+
+  /* ---- version 1 ---- */
+  flashattn_tensor_t dout; /* (B, Sq, Hq, D), q's dtype */
+  flashattn_tensor_t q;    /* (B, Sq, Hq, D) */
+  flashattn_tensor_t k;    /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t v;    /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t out;  /* (B, Sq, Hq, D): the forward's output */
+  const float* lse;        /* (B, Hq, Sq) fp32 contiguous: the forward's lse (natural log) */
+  flashattn_tensor_t dq;   /* (B, Sq, Hq, D) */
+  flashattn_tensor_t dk;   /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t dv;   /* (B, Sk, Hkv, D) */
+  float softmax_scale;     /* 0 = 1/sqrt(D); must be the forward's */
+  int32_t causal;          /* non-zero: causal; must be the forward's */
+  int32_t deterministic;   /* non-zero: bitwise-reproducible dq, dk, dv */
+  int32_t backend;         /* flashattn_backend_t; 0 = FLASHATTN_BACKEND_AUTO */
+
+  /* ---- later versions append here ---- */
+} flashattn_backward_params_t;
+
+#define FLASHATTN_BACKWARD_PARAMS_SIZE_V1 \
+  (offsetof(flashattn_backward_params_t, backend) + sizeof(int32_t))
+
+static inline void flashattn_backward_params_init(flashattn_backward_params_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->struct_size = sizeof(*p);
+}
+
+size_t flashattn_backward_params_size(void);
+
+/* Validates, dispatches and launches the backward on stream (cudaStream_t; NULL = legacy). */
+int flashattn_backward_ex(const flashattn_backward_params_t* params, void* stream);
+
+/* Backend that flashattn_backward_ex would pick. */
+int flashattn_resolve_backward_backend_ex(const flashattn_backward_params_t* params, int* chosen);
+
 const char* flashattn_last_error(void);
 const char* flashattn_version(void);
 

@@ -42,6 +42,23 @@ Status reference_forward(const FwdParams& p, cudaStream_t stream);
 // Same algorithm with scores and probabilities rounded to the input dtype (tests' yardstick).
 Status reference_forward_lowp(const FwdParams& p, cudaStream_t stream);
 
+// ---- Backward (same contract as the forward: validate_and_convert(BackwardArgs) checks every
+// argument rule, choose_backend(BwdParams) the device and <family>_supports(BwdParams)). ----
+// Ok if the sm90 family has a backward kernel for these params.
+Status sm90_supports(const BwdParams& p);
+// Precondition: choose_backend chose kSm90 for p. Takes scratch from the (device, stream)
+// workspace.
+Status sm90_backward(const BwdParams& p, cudaStream_t stream);
+// sm80 has no backward yet: sm80_supports(BwdParams) answers kNotSupported (api/backward.cpp).
+Status sm80_supports(const BwdParams& p);
+Status sm80_backward(const BwdParams& p, cudaStream_t stream);
+// Naive GPU backward (src/reference): fp32 accumulation, 64-bit offsets, any valid shape.
+Status reference_backward(const BwdParams& p, cudaStream_t stream);
+// Same with P and dS rounded to the input dtype (the tests' low-precision yardstick).
+Status reference_backward_lowp(const BwdParams& p, cudaStream_t stream);
+Status choose_backend(const BwdParams& p, Backend requested, int major, int minor,
+                      Backend* chosen);
+
 // Dispatch for a device of capability major.minor (pure: testable without a GPU). The only
 // caller of the families' supports() on the forward path.
 Status choose_backend(const FwdParams& p, Backend requested, int major, int minor,

@@ -54,4 +54,14 @@ struct FwdParams : AttnParams {
   float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null
 };
 
+struct BwdParams : AttnParams {
+  ConstTensor4 dout;          // (B, Sq, Hq, D), q's dtype
+  ConstTensor4 o;             // (B, Sq, Hq, D): the forward's output
+  const float* lse = nullptr; // (B, Hq, Sq) contiguous fp32, natural log (never null)
+  Tensor4 dq;                 // (B, Sq, Hq, D)
+  Tensor4 dk;                 // (B, Sk, Hkv, D)
+  Tensor4 dv;                 // (B, Sk, Hkv, D)
+  bool deterministic = false;
+};
+
 }  // namespace flashattn::detail
