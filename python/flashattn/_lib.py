@@ -1,9 +1,14 @@
 """ctypes binding of the flashattn C ABI (include/flashattn/flashattn_c.h).
 
 Pure Python + ctypes: nothing here imports torch, so users without PyTorch can still
-locate the library, read its version and call flashattn_forward_ex on raw device pointers.
-forward() and resolve_backend() fill a ForwardParams (flashattn_forward_params_t) and pass it
-to the struct entry points; fields a later header appends are appended to ForwardParams too.
+locate the library, read its version and call flashattn_forward_ex / flashattn_backward_ex on
+raw device pointers. forward() and resolve_backend() fill a ForwardParams
+(flashattn_forward_params_t), backward() and resolve_backward_backend() a BackwardParams
+(flashattn_backward_params_t), and pass it to the struct entry points; fields a later header
+appends are appended to the mirrors too.
+
+The backward entry points are optional: a library built before them still loads and runs the
+forward; has_backward() says whether backward() can be called, backward_unavailable() why not.
 
 Library search order (first hit wins):
   1. $FLASHATTN_LIBRARY (an explicit path always overrides);
@@ -21,7 +26,9 @@ from typing import Optional, Sequence
 __all__ = [
     "FlashattnTensor", "ForwardParams", "Status", "DType", "Backend", "BACKENDS", "find_library",
     "load_library", "library_version", "last_error", "forward", "resolve_backend", "make_tensor",
-    "make_forward_params", "forward_params_size", "raise_for_status",
+    "make_forward_params", "forward_params_size", "raise_for_status", "BackwardParams",
+    "make_backward_params", "backward_params_size", "backward", "resolve_backward_backend",
+    "has_backward", "backward_unavailable",
 ]
 
 LIBRARY_ENV = "FLASHATTN_LIBRARY"
@@ -90,6 +97,28 @@ class ForwardParams(ctypes.Structure):
     ]
 
 
+class BackwardParams(ctypes.Structure):
+    """flashattn_backward_params_t, field for field (flashattn_c.h). Append only, as the header
+    does. Zero-filled like ForwardParams; make_backward_params sets struct_size."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        # version 1
+        ("dout", FlashattnTensor),
+        ("q", FlashattnTensor),
+        ("k", FlashattnTensor),
+        ("v", FlashattnTensor),
+        ("out", FlashattnTensor),
+        ("lse", ctypes.c_void_p),
+        ("dq", FlashattnTensor),
+        ("dk", FlashattnTensor),
+        ("dv", FlashattnTensor),
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("deterministic", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+    ]
+
+
 def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
                 stride: Sequence[int]) -> FlashattnTensor:
     if len(shape) != 4 or len(stride) != 4:
@@ -103,6 +132,17 @@ def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTens
     """A ForwardParams with struct_size set and the given version-1 fields."""
     return ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
                          float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
+
+
+def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor,
+                         v: FlashattnTensor, out: FlashattnTensor, lse_ptr: int,
+                         dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
+                         softmax_scale: float = 0.0, causal: bool = False,
+                         deterministic: bool = False, backend="auto") -> BackwardParams:
+    """A BackwardParams with struct_size set and the given version-1 fields."""
+    return BackwardParams(ctypes.sizeof(BackwardParams), dout, q, k, v, out, int(lse_ptr) or None,
+                          dq, dk, dv, float(softmax_scale), 1 if causal else 0,
+                          1 if deterministic else 0, _backend_id(backend))
 
 
 def _candidates():
@@ -134,6 +174,8 @@ def find_library() -> Path:
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
+# Why backward() cannot run with the loaded library (None: it can). Set by load_library().
+_bwd_unavailable: Optional[str] = "libflashattn is not loaded yet"
 
 
 def load_library() -> ctypes.CDLL:
@@ -164,8 +206,66 @@ def load_library() -> ctypes.CDLL:
         lib.flashattn_last_error.restype = ctypes.c_char_p
         lib.flashattn_version.argtypes = []
         lib.flashattn_version.restype = ctypes.c_char_p
+        _declare_backward(lib)
         _lib = lib
         return lib
+
+
+def _declare_backward(lib: ctypes.CDLL) -> None:
+    """Declare the backward entry points when the library has them, and check the mirror.
+
+    A library built before the backward pass lacks the symbols; it must still load, since the
+    forward works, so what is missing is recorded and reported when backward() is called.
+    """
+    global _bwd_unavailable
+    names = ("flashattn_backward_ex", "flashattn_resolve_backward_backend_ex",
+             "flashattn_backward_params_size")
+    missing = [n for n in names if not hasattr(lib, n)]
+    if missing:
+        _bwd_unavailable = (f"libflashattn ({lib._name}) has no backward pass: {', '.join(missing)} "
+                            f"not exported (a library built before the backward; rebuild it)")
+        return
+    pp = ctypes.POINTER(BackwardParams)
+    lib.flashattn_backward_ex.argtypes = [pp, ctypes.c_void_p]
+    lib.flashattn_backward_ex.restype = ctypes.c_int
+    lib.flashattn_resolve_backward_backend_ex.argtypes = [pp, ctypes.POINTER(ctypes.c_int)]
+    lib.flashattn_resolve_backward_backend_ex.restype = ctypes.c_int
+    lib.flashattn_backward_params_size.argtypes = []
+    lib.flashattn_backward_params_size.restype = ctypes.c_size_t
+    theirs, ours = int(lib.flashattn_backward_params_size()), ctypes.sizeof(BackwardParams)
+    # The package and its library ship from one tree, so the two sizes agree unless this mirror
+    # was edited wrongly or the library is from another version of the header. Either way the
+    # library would read pointers from the wrong offsets: refuse the backward (not the forward)
+    # with both numbers rather than hand it a struct it may misread.
+    if theirs != ours:
+        _bwd_unavailable = (f"libflashattn ({lib._name}) and this binding disagree on "
+                            f"flashattn_backward_params_t: the library's is {theirs} bytes, "
+                            f"flashattn/_lib.py's BackwardParams {ours}; use a library and "
+                            f"package built from the same tree")
+        return
+    _bwd_unavailable = None
+
+
+def backward_unavailable() -> Optional[str]:
+    """None when backward() can run with the loaded library, else why it cannot (loads the
+    library; FileNotFoundError when there is none)."""
+    load_library()
+    return _bwd_unavailable
+
+
+def has_backward() -> bool:
+    """True when the library exports the backward pass and its struct matches BackwardParams."""
+    try:
+        return backward_unavailable() is None
+    except OSError:  # no library at all (FileNotFoundError) or one that cannot be loaded
+        return False
+
+
+def _backward_lib() -> ctypes.CDLL:
+    lib = load_library()
+    if _bwd_unavailable is not None:
+        raise NotImplementedError(f"flashattn_backward_ex: {_bwd_unavailable}")
+    return lib
 
 
 def library_version() -> str:
@@ -176,6 +276,15 @@ def library_version() -> str:
 def forward_params_size() -> int:
     """sizeof(flashattn_forward_params_t) as the loaded library was built."""
     return int(load_library().flashattn_forward_params_size())
+
+
+def backward_params_size() -> int:
+    """sizeof(flashattn_backward_params_t) as the loaded library was built; NotImplementedError
+    when it has no backward pass."""
+    lib = load_library()
+    if not hasattr(lib, "flashattn_backward_params_size"):
+        raise NotImplementedError(f"flashattn_backward_params_size: {_bwd_unavailable}")
+    return int(lib.flashattn_backward_params_size())
 
 
 def last_error() -> str:
@@ -235,4 +344,37 @@ def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
     chosen = ctypes.c_int(-1)
     rc = load_library().flashattn_resolve_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
     raise_for_status(rc, "flashattn_resolve_backend")
+    return BACKEND_NAMES.get(chosen.value, str(chosen.value))
+
+
+def backward(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
+             out: FlashattnTensor, lse_ptr: int, dq: FlashattnTensor, dk: FlashattnTensor,
+             dv: FlashattnTensor, softmax_scale: float = 0.0, causal: bool = False,
+             deterministic: bool = False, backend="auto", stream: int = 0) -> None:
+    """flashattn_backward_ex on raw descriptors; raises on a non-zero status.
+
+    dq, dk, dv are overwritten (dk/dv shaped like k/v; under GQA the library sums each KV head's
+    query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse. softmax_scale and
+    causal must be the forward's. NotImplementedError when the library has no backward pass.
+    """
+    lib = _backward_lib()
+    params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
+                                  deterministic, backend)
+    rc = lib.flashattn_backward_ex(ctypes.byref(params), int(stream) or None)
+    if rc:
+        raise_for_status(rc, "flashattn_backward")
+
+
+def resolve_backward_backend(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor,
+                             v: FlashattnTensor, out: FlashattnTensor, lse_ptr: int,
+                             dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
+                             softmax_scale: float = 0.0, causal: bool = False,
+                             deterministic: bool = False, backend="auto") -> str:
+    """Name of the backend flashattn_backward_ex would run for these arguments."""
+    lib = _backward_lib()
+    params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
+                                  deterministic, backend)
+    chosen = ctypes.c_int(-1)
+    rc = lib.flashattn_resolve_backward_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
+    raise_for_status(rc, "flashattn_resolve_backward_backend")
     return BACKEND_NAMES.get(chosen.value, str(chosen.value))
