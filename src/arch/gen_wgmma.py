@@ -6,6 +6,7 @@ Writing N/2 accumulator operands by hand is where typos hide, so the list is gen
 """
 SS_N = [64, 80, 96, 112, 128, 144, 160, 176, 192]  # S = Q K^T: N = kBlockN
 RS_N = [64, 128, 256]                     # O += P V: N = kHeadDim
+TT_N = [32, 64, 128]                      # backward dQ = dS K: both operands MN-major
 TYPES = [("f16", "f16"), ("bf16", "bf16")]
 
 out = []
@@ -58,6 +59,18 @@ for (ta, tn) in TYPES:
         w("      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc_b), \"r\"(scale_d));")
         w("}\n")
 
+    for n in TT_N:
+        nd = n // 2
+        name = "wgmma_m64n%dk16_f32_%s_ss_tnspab" % (n, ta)
+        w("// D(64x%d,f32) (+)= A(64x16,%s,smem MN-major desc, tnspA=1) * B(16x%d,%s,smem MN-major desc, tnspB=1)." % (n, ta, n, ta))
+        w("__device__ __forceinline__ void %s(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {" % (name, nd))
+        w("  asm volatile(")
+        w("      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"" % (nd + 2))
+        w("      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 1, 1;\\n}\\n\"" % (n, ta, ta, acc_list(n, 0), nd, nd + 1))
+        w("      : %s" % operands(n))
+        w("      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));")
+        w("}\n")
+
 # Compile-time dispatch so kernels name the shape, not the mnemonic.
 w("// Dispatch by tile width and element type (kBf16 = false: fp16).")
 w("template <int N, bool kBf16>\n__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, uint32_t sd) {")
@@ -72,5 +85,11 @@ for n in RS_N:
     w("  %sif constexpr (N == %d) { if constexpr (kBf16) wgmma_m64n%dk16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n%dk16_f32_f16_rs_tnspb(d, a, db, sd); }" % ("" if first else "else ", n, n, n))
     first = False
 w("  else static_assert(N == 0, \"wgmma_rs_tnspb: no wrapper for this N\");\n}\n")
+w("template <int N, bool kBf16>\n__device__ __forceinline__ void wgmma_ss_tnspab(float (&d)[N / 2], uint64_t da, uint64_t db, uint32_t sd) {")
+first = True
+for n in TT_N:
+    w("  %sif constexpr (N == %d) { if constexpr (kBf16) wgmma_m64n%dk16_f32_bf16_ss_tnspab(d, da, db, sd); else wgmma_m64n%dk16_f32_f16_ss_tnspab(d, da, db, sd); }" % ("" if first else "else ", n, n, n))
+    first = False
+w("  else static_assert(N == 0, \"wgmma_ss_tnspab: no wrapper for this N\");\n}\n")
 w("}  // namespace flashattn::arch")
 print("\n".join(out))

@@ -1,12 +1,33 @@
-// sm90 backward: dispatch over the instantiated head dims (filled in with the kernel).
+// sm90 backward: what the family serves, and dispatch over the instantiated head dims.
+#include <string>
+
 #include "api/backends.h"
+#include "sm90/bwd/launch.h"
+#include "sm90/tma_host.h"
 
 namespace flashattn::detail {
 
-Status sm90_supports(const BwdParams&) {
-  return {StatusCode::kNotSupported, "backend sm90: no backward kernel yet"};
+Status sm90_supports(const BwdParams& p) {
+  if (p.d != 64 && p.d != 128)
+    return {StatusCode::kNotSupported, "backend sm90: no backward kernel for head dim " + std::to_string(p.d) + " (64, 128)"};
+  // TMA: non-innermost strides must be nonzero multiples of 16 bytes.
+  const int64_t strides[] = {p.q.ss, p.q.sh, p.q.sb, p.k.ss, p.k.sh, p.k.sb,
+                             p.v.ss, p.v.sh, p.v.sb, p.dout.ss, p.dout.sh, p.dout.sb};
+  for (int64_t s : strides)
+    if (s <= 0 || s % 8 != 0)
+      return {StatusCode::kNotSupported, "backend sm90: q/k/v/dout strides must be positive multiples of 8 elements (TMA)"};
+  if (p.hkv > 65535 || p.b > 65535)
+    return {StatusCode::kNotSupported, "backend sm90: backward grid takes at most 65535 kv heads and batches"};
+  if (sm90::tensor_map_encoder() == nullptr)
+    return {StatusCode::kNotSupported, "backend sm90: driver has no cuTensorMapEncodeTiled"};
+  return Status::Ok();
 }
 
-Status sm90_backward(const BwdParams& p, cudaStream_t) { return sm90_supports(p); }
+// Precondition: choose_backend picked sm90 for p (device 9.0, sm90_supports ok).
+Status sm90_backward(const BwdParams& p, cudaStream_t stream) {
+  const bool bf16 = p.dtype == ElemType::kBFloat16;
+  if (p.d == 64) return bf16 ? sm90::run_bwd<64, true>(p, stream) : sm90::run_bwd<64, false>(p, stream);
+  return bf16 ? sm90::run_bwd<128, true>(p, stream) : sm90::run_bwd<128, false>(p, stream);
+}
 
 }  // namespace flashattn::detail

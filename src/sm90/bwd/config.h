@@ -1,0 +1,94 @@
+// Compile-time configuration of the sm90 backward kernel: tile sizes, shared-memory map, the
+// split of the dQ GEMM between the two MMA warpgroups, and the layout of the fp32 dQ
+// accumulator the postprocess reads back.
+//
+// One CTA owns kBlockN keys of one (batch, kv head): warpgroup 0 loads (TMA), warpgroups 1 and 2
+// each hold 64 of the keys' dK and dV in registers and walk the query blocks of every query head
+// of the group. Per query block they compute S^T = K Q^T and dP^T = V dO^T (keys as the wgmma M
+// side, so P^T and dS^T land in registers in the A-operand layout of dV += P^T dO and
+// dK += dS^T Q), and dQ = dS K with dS^T through shared memory.
+#pragma once
+
+#include <cstdint>
+
+#include "common/mask.h"
+
+namespace flashattn::sm90 {
+
+template <int kHeadDim_, int kBlockM_, bool kBf16_, MaskKind kMaskKind_, int kStages_ = 2>
+struct BwdConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;  // query rows per step
+  static constexpr int kBlockN = 128;       // keys per CTA: 64 per MMA warpgroup
+  static constexpr bool kBf16 = kBf16_;
+  static constexpr MaskKind kMaskKind = kMaskKind_;
+  static constexpr int kStages = kStages_;  // Q/dO/lse/dsum ring depth
+
+  static constexpr int kNumMmaWarpgroups = 2;
+  static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kMmaRegs = 240;
+  static_assert(128 * kProducerRegs + 256 * kMmaRegs <= 65536);
+
+  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "head dims 64 and 128 (256 needs a split dK/dV)");
+  static_assert(kBlockM == 64 || kBlockM == 128);
+
+  // 128-byte swizzled tiles are stored as boxes of 64 columns (tma_host.h's encode_bshd).
+  static constexpr int kBoxCols = 64;
+  static constexpr int kBoxesPerRow = kHeadDim / kBoxCols;
+  static constexpr int kKBoxBytes = kBlockN * 128;
+  static constexpr int kKBytes = kKBoxBytes * kBoxesPerRow;  // K and V each
+  static constexpr int kQBoxBytes = kBlockM * 128;
+  static constexpr int kQBytes = kQBoxBytes * kBoxesPerRow;  // Q and dO each, per stage
+  // dS^T: kBlockN rows (keys) of kBlockM columns (queries), boxes of 64 queries. Read as the
+  // MN-major A operand of dQ = dS K.
+  static constexpr int kDsBoxBytes = kBlockN * 128;
+  static constexpr int kDsBytes = kDsBoxBytes * (kBlockM / 64);
+  static constexpr int kDqBytes = kBlockM * kHeadDim * 4;  // fp32 dQ of one step
+  static constexpr int kRowStatBytes = kBlockM * 4;        // lse (log2) or dsum of one step
+
+  // Shared-memory map (offsets from a 1 KiB aligned base).
+  static constexpr int kSmemK = 0;
+  static constexpr int kSmemV = kSmemK + kKBytes;
+  static constexpr int kSmemQ = kSmemV + kKBytes;
+  static constexpr int kSmemDo = kSmemQ + kStages * kQBytes;
+  static constexpr int kSmemDs = kSmemDo + kStages * kQBytes;
+  static constexpr int kSmemDq = kSmemDs + kDsBytes;
+  static constexpr int kSmemLse = kSmemDq + kDqBytes;
+  static constexpr int kSmemDsum = kSmemLse + kStages * kRowStatBytes;
+  static constexpr int kSmemBytes = kSmemDsum + kStages * kRowStatBytes;
+  static constexpr int kSmemAlign = 1024;
+  static constexpr int kSmemDynamic = kSmemBytes + kSmemAlign;
+  static_assert(kSmemDynamic <= 227 * 1024, "backward tiles exceed the opt-in shared memory");
+
+  // Register tiles of one MMA warpgroup (64 keys).
+  static constexpr int kSRegs = kBlockM / 2;    // S^T / dP^T: 64 x kBlockM f32
+  static constexpr int kKSteps = kBlockM / 16;  // k16 steps of dV += P^T dO (over queries)
+  static constexpr int kAccRegs = kHeadDim / 2; // dK or dV: 64 x kHeadDim f32
+
+  // dQ = dS K split between the two warpgroups: by query rows when kBlockM is 128 (64 rows each,
+  // all columns), else by columns (all 64 rows, half the head dim each; halves stay whole boxes).
+  static constexpr bool kDqSplitRows = kBlockM == 128;
+  static constexpr int kDqN = kDqSplitRows ? kHeadDim : kHeadDim / 2;
+  static_assert(kDqSplitRows || kDqN % 64 == 0, "a column half of dQ must be whole 64-column boxes");
+  static constexpr int kDqRegs = kDqN / 2;
+  static constexpr int kDqVec = kDqN / 8;  // float4s per thread
+  __host__ __device__ static constexpr int dq_row0(int wg) { return kDqSplitRows ? 64 * wg : 0; }
+  __host__ __device__ static constexpr int dq_col0(int wg) { return kDqSplitRows ? 0 : kDqN * wg; }
+
+  // The fp32 dQ accumulator of one (batch, head, query block) is kBlockM * kHeadDim floats in the
+  // order the MMA threads hold them, so that both the shared-memory staging (float4 per thread,
+  // consecutive threads adjacent) and the bulk reduction stay conflict-free: float4 number
+  // (wg * kDqVec + i) * 128 + t holds thread t's accumulators 4i..4i+3. dq_element maps
+  // (float index) -> (row, column) in the block for the postprocess.
+  __host__ __device__ static constexpr void dq_element(int f, int* row, int* col) {
+    const int r = f & 3;
+    const int t = (f >> 2) & 127;
+    const int vi = f >> 9;  // wg * kDqVec + i
+    const int wg = vi / kDqVec, i = vi % kDqVec;
+    *row = dq_row0(wg) + 16 * (t >> 5) + ((t & 31) >> 2) + 8 * (r >> 1);
+    *col = dq_col0(wg) + 8 * i + 2 * (t & 3) + (r & 1);
+  }
+};
+
+}  // namespace flashattn::sm90

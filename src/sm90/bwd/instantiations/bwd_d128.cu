@@ -1,0 +1,21 @@
+// sm90 backward, head dim 128 (fp16 and bf16, both mask kinds).
+#include "sm90/bwd/launch.h"
+
+namespace flashattn::sm90 {
+
+template <bool Bf16, MaskKind Kind>
+using BwdCfg128 = BwdConfig<128, 64, Bf16, Kind>;
+
+template <>
+Status run_bwd<128, true>(const detail::BwdParams& p, cudaStream_t stream) {
+  return p.causal ? launch_bwd<BwdCfg128<true, MaskKind::kCausal>, __nv_bfloat16>(p, stream)
+                  : launch_bwd<BwdCfg128<true, MaskKind::kNone>, __nv_bfloat16>(p, stream);
+}
+
+template <>
+Status run_bwd<128, false>(const detail::BwdParams& p, cudaStream_t stream) {
+  return p.causal ? launch_bwd<BwdCfg128<false, MaskKind::kCausal>, __half>(p, stream)
+                  : launch_bwd<BwdCfg128<false, MaskKind::kNone>, __half>(p, stream);
+}
+
+}  // namespace flashattn::sm90

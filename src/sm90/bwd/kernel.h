@@ -1,0 +1,134 @@
+// The sm90 backward kernel. Grid (key blocks, kv heads, batch), one CTA per key block, ascending
+// key blocks: under a causal mask the first key blocks have the most query blocks, so the longest
+// CTAs start first, and deterministic mode's ordered dQ reductions (key block n waits for n - 1)
+// only ever wait on CTAs launched before them.
+// Warpgroup 0 loads: K and V once (TMA), then per (query head of the group, query block) Q, dO
+// (TMA) and the block's lse / dsum (1-D bulk copies) into a kStages ring. Warpgroups 1 and 2
+// compute (bwd/mainloop.h).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "arch/mbarrier.h"
+#include "arch/regs.h"
+#include "arch/tma.h"
+#include "common/mask.h"
+#include "sm90/bwd/config.h"
+#include "sm90/bwd/kernel_args.h"
+#include "sm90/bwd/mainloop.h"
+#include "sm90/pipeline.h"
+
+namespace flashattn::sm90 {
+
+template <class Cfg>
+struct BwdBarriers {
+  MbarRing<Cfg::kStages> ring;  // Q, dO, lse, dsum of one query block
+  uint64_t kv_full;             // K and V of the CTA's key block landed
+};
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kNumThreads, 1)
+    sm90_bwd_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                    const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmDo,
+                    const Sm90BwdArgs args) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace arch;
+  __shared__ BwdBarriers<Cfg> bars;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t smem = (raw + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
+  uint8_t* smem_gp = smem_raw + (smem - raw);
+
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const Mask<Cfg::kMaskKind> rule{args.sq, args.sk};
+  const BlockRange mr = rule.m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  const int first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(bars.ring.full_bar(s), 1);
+      mbarrier_init(bars.ring.empty_bar(s), 4 * Cfg::kNumMmaWarpgroups);
+    }
+    mbarrier_init(smem_u32(&bars.kv_full), 1);
+    fence_mbarrier_init();
+  }
+  if (threadIdx.x == 32) {
+    prefetch_tensormap(&tmQ);
+    prefetch_tensormap(&tmK);
+    prefetch_tensormap(&tmV);
+    prefetch_tensormap(&tmDo);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x != 0 || mr.empty()) return;
+    const uint32_t kv_bar = smem_u32(&bars.kv_full);
+    mbarrier_arrive_expect_tx(kv_bar, 2 * Cfg::kKBytes);  // full boxes, even past sk
+#pragma unroll
+    for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
+      tma_load_4d(smem + Cfg::kSmemK + c * Cfg::kKBoxBytes, &tmK, kv_bar, c * Cfg::kBoxCols, n_block * Cfg::kBlockN, hk, b);
+      tma_load_4d(smem + Cfg::kSmemV + c * Cfg::kKBoxBytes, &tmV, kv_bar, c * Cfg::kBoxCols, n_block * Cfg::kBlockN, hk, b);
+    }
+    PipelineState<Cfg::kStages> st;
+#pragma unroll 1
+    for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
+      const int64_t row_stats = (static_cast<int64_t>(b) * args.hq + h) * args.sq_pad;
+#pragma unroll 1
+      for (int m = mr.lo; m < mr.hi; ++m) {
+        const uint32_t full = bars.ring.full_bar(st.stage);
+        bars.ring.wait_empty(st.stage, st.phase);
+        mbarrier_arrive_expect_tx(full, 2 * Cfg::kQBytes + 2 * Cfg::kRowStatBytes);
+#pragma unroll
+        for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
+          tma_load_4d(smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmQ, full, c * Cfg::kBoxCols,
+                      m * Cfg::kBlockM, h, b);
+          tma_load_4d(smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmDo, full, c * Cfg::kBoxCols,
+                      m * Cfg::kBlockM, h, b);
+        }
+        const int64_t r0 = row_stats + static_cast<int64_t>(m) * Cfg::kBlockM;
+        bulk_load_1d(smem + Cfg::kSmemLse + st.stage * Cfg::kRowStatBytes, args.lse_log2 + r0, Cfg::kRowStatBytes, full);
+        bulk_load_1d(smem + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes, args.dsum + r0, Cfg::kRowStatBytes, full);
+        st.advance();
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<Cfg::kMmaRegs>();
+  BwdMma<Cfg> mma;
+  mma.smem = smem;
+  mma.smem_gp = smem_gp;
+  mma.wg = warpgroup - 1;
+  mma.t = threadIdx.x % 128;
+#pragma unroll
+  for (int i = 0; i < Cfg::kAccRegs; ++i) {
+    mma.rdK[i] = 0.f;
+    mma.rdV[i] = 0.f;
+  }
+  const int key0 = n_block * Cfg::kBlockN + 64 * mma.wg;
+  if (!mr.empty()) {
+    mbarrier_wait(smem_u32(&bars.kv_full), 0);
+    PipelineState<Cfg::kStages> st;
+#pragma unroll 1
+    for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
+      const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
+#pragma unroll 1
+      for (int m = mr.lo; m < mr.hi; ++m) {
+        mma.template step<Cfg::kMaskKind>(bars.ring, st, key0, m * Cfg::kBlockM, m < first_unmasked, args);
+        if (mma.elected()) mma.reduce_dq(args, chunk0 + m, n_block);
+        st.advance();
+      }
+    }
+    // The last reduction must have read the dQ staging before the CTA's shared memory goes away.
+    if (mma.elected()) cp_async_bulk_wait_group0();
+  }
+  mma.template store_dkdv<Elem>(args, b, hk, key0);
+#endif
+}
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,28 @@
+// Plain kernel arguments of the sm90 backward (the tensor maps of Q, dO, K, V go separately as
+// __grid_constant__ parameters).
+#pragma once
+
+#include <cstdint>
+
+#include "common/fast_div.h"
+
+namespace flashattn::sm90 {
+
+struct Sm90BwdArgs {
+  // Written by the preprocess: (B, Hq, sq_pad) lse in log2 units (+inf where no key is seen or
+  // past sq, so P is 0 there) and rowsum(dO * O).
+  const float* lse_log2 = nullptr;
+  const float* dsum = nullptr;
+  float* dq_accum = nullptr;  // (B, Hq, num_m_blocks, kBlockM * D) fp32, the config's order
+  int* dq_turn = nullptr;     // (B, Hq, num_m_blocks): deterministic mode's next key block, else null
+  void* dk = nullptr;
+  void* dv = nullptr;
+  int64_t dk_sb = 0, dk_ss = 0, dk_sh = 0;
+  int64_t dv_sb = 0, dv_ss = 0, dv_sh = 0;
+  int sq = 0, sk = 0, hq = 0, hkv = 0, h_ratio = 1;
+  int sq_pad = 0, num_m_blocks = 0;
+  float scale = 0.f;       // dK = scale * dS^T Q
+  float scale_log2 = 0.f;  // P = exp2(scale_log2 * S - lse_log2)
+};
+
+}  // namespace flashattn::sm90

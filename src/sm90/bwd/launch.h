@@ -1,0 +1,121 @@
+// Host side of one backward configuration: scratch, preprocess, the main kernel's tensor maps and
+// grid, postprocess. Included only by bwd/instantiations/*.cu.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "api/backends.h"
+#include "common/scratch.h"
+#include "sm90/bwd/config.h"
+#include "sm90/bwd/kernel.h"
+#include "sm90/bwd/prepost.h"
+#include "sm90/tma_host.h"
+
+namespace flashattn::sm90 {
+
+inline size_t bwd_align256(size_t x) { return (x + 255) & ~size_t{255}; }
+
+template <class Cfg, class Elem>
+Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
+  using flashattn::StatusCode;
+  const int num_m = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int sq_pad = num_m * Cfg::kBlockM;
+  const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
+  const size_t chunks = static_cast<size_t>(p.b) * p.hq * num_m;
+  const size_t stat_bytes = bwd_align256(rows * 4);
+  const size_t dq_bytes = bwd_align256(chunks * Cfg::kBlockM * Cfg::kHeadDim * 4);
+  const size_t turn_bytes = p.deterministic ? bwd_align256(chunks * 4) : 0;
+  detail::StreamScratch scratch;
+  if (!scratch.allocate(2 * stat_bytes + dq_bytes + turn_bytes, stream))
+    return {StatusCode::kCudaError, "backend sm90 backward: cannot allocate " +
+                                        std::to_string(2 * stat_bytes + dq_bytes + turn_bytes) + " bytes of scratch"};
+  char* ws = static_cast<char*>(scratch.get());
+  float* lse_log2 = reinterpret_cast<float*>(ws);
+  float* dsum = reinterpret_cast<float*>(ws + stat_bytes);
+  float* dq_accum = reinterpret_cast<float*>(ws + 2 * stat_bytes);
+  int* turns = p.deterministic ? reinterpret_cast<int*>(ws + 2 * stat_bytes + dq_bytes) : nullptr;
+  // The accumulator and the turn counters are contiguous: one memset clears both.
+  if (cudaMemsetAsync(dq_accum, 0, dq_bytes + turn_bytes, stream) != cudaSuccess)
+    return detail::check_launch("backend sm90 backward: memset");
+
+  BwdPreArgs pre;
+  pre.dout = p.dout;
+  pre.o = p.o;
+  pre.lse = p.lse;
+  pre.lse_log2 = lse_log2;
+  pre.dsum = dsum;
+  pre.b = p.b;
+  pre.hq = p.hq;
+  pre.sq = p.sq;
+  pre.sq_pad = sq_pad;
+  pre.d = p.d;
+  sm90_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
+  Status s = detail::check_launch("backend sm90 backward: preprocess");
+  if (!s.ok()) return s;
+
+  const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUtensorMap tmQ, tmK, tmV, tmDo;
+  if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
+      !encode_bshd(&tmDo, p.dout, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
+      !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN) ||
+      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN))
+    return {StatusCode::kInternal, "backend sm90 backward: cuTensorMapEncodeTiled failed"};
+
+  Sm90BwdArgs args;
+  args.lse_log2 = lse_log2;
+  args.dsum = dsum;
+  args.dq_accum = dq_accum;
+  args.dq_turn = turns;
+  args.dk = p.dk.ptr;
+  args.dv = p.dv.ptr;
+  args.dk_sb = p.dk.sb;
+  args.dk_ss = p.dk.ss;
+  args.dk_sh = p.dk.sh;
+  args.dv_sb = p.dv.sb;
+  args.dv_ss = p.dv.ss;
+  args.dv_sh = p.dv.sh;
+  args.sq = p.sq;
+  args.sk = p.sk;
+  args.hq = p.hq;
+  args.hkv = p.hkv;
+  args.h_ratio = p.h_ratio;
+  args.sq_pad = sq_pad;
+  args.num_m_blocks = num_m;
+  args.scale = p.scale;
+  args.scale_log2 = p.scale_log2;
+
+  auto kernel = sm90_bwd_kernel<Cfg, Elem>;
+  static std::once_flag once;
+  static cudaError_t attr_err = cudaSuccess;
+  std::call_once(once, [&] {
+    attr_err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemDynamic);
+  });
+  if (attr_err != cudaSuccess)
+    return {StatusCode::kCudaError, std::string("backend sm90 backward: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
+  kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
+  s = detail::check_launch("backend sm90 backward: main kernel");
+  if (!s.ok()) return s;
+
+  BwdPostArgs post;
+  post.dq_accum = dq_accum;
+  post.dq = p.dq;
+  post.b = p.b;
+  post.hq = p.hq;
+  post.sq = p.sq;
+  post.num_m_blocks = num_m;
+  post.scale = p.scale;
+  sm90_bwd_postprocess<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(post);
+  return detail::check_launch("backend sm90 backward: postprocess");
+}
+
+// Defined in bwd/instantiations/bwd_d{64,128}.cu.
+template <int D, bool Bf16>
+Status run_bwd(const detail::BwdParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm90

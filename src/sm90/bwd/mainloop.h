@@ -1,0 +1,219 @@
+// One MMA warpgroup of the sm90 backward: 64 keys' dK and dV live in its registers while it walks
+// the query blocks. Per block: S^T = K Q^T and dP^T = V dO^T (SS wgmma, keys as M), P^T and
+// dS^T in registers, dV += P^T dO and dK += dS^T Q (RS wgmma, P and dS straight from the
+// accumulators), dS^T to shared memory, dQ = dS K (SS wgmma, both operands MN-major), and dQ
+// staged for the bulk reduction into the fp32 accumulator.
+#pragma once
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+#include "arch/convert.h"
+#include "arch/fast_math.h"
+#include "arch/mbarrier.h"
+#include "arch/named_barrier.h"
+#include "arch/regs.h"
+#include "arch/tma.h"
+#include "arch/wgmma.h"
+#include "sm90/barriers.h"
+#include "sm90/bwd/config.h"
+#include "sm90/bwd/kernel_args.h"
+#include "sm90/pipeline.h"
+
+namespace flashattn::sm90 {
+
+template <class Cfg>
+struct BwdMma {
+  static constexpr int kS = Cfg::kSRegs;
+  static constexpr int kAcc = Cfg::kAccRegs;
+  static constexpr int kK = Cfg::kKSteps;
+
+  uint32_t smem;     // shared-window address of the 1 KiB aligned base
+  uint8_t* smem_gp;  // the same base as a generic pointer
+  int wg;            // MMA warpgroup 0 or 1: keys [64 wg, 64 wg + 64) of the CTA's block
+  int t;             // thread in the warpgroup
+  float rdK[kAcc];
+  float rdV[kAcc];
+
+  __device__ __forceinline__ int row_local() const { return 16 * (t >> 5) + ((t & 31) >> 2); }
+
+  // K-major operand of 64-row slices (K or V rows of this group; Q or dO of a stage).
+  __device__ __forceinline__ static uint64_t desc_kmajor(uint32_t base) { return arch::make_smem_desc_sw128(base, 16, 1024); }
+  // MN-major operand: rows are the k dimension (16 rows = 2048 B per step), LBO steps a 64-column box.
+  __device__ __forceinline__ static uint64_t desc_mnmajor(uint32_t base, uint32_t box_bytes) {
+    return arch::make_smem_desc_sw128(base, box_bytes, 1024);
+  }
+
+  // acc (+)= A_rows(64 x D) * B_rows(kBlockM x D)^T, both K-major tiles of D columns.
+  __device__ __forceinline__ static void gemm_rows_t(float (&acc)[kS], uint32_t a_base, uint32_t b_base) {
+    const uint64_t da = desc_kmajor(a_base), db = desc_kmajor(b_base);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+      const uint64_t oa = ((kk / 4) * Cfg::kKBoxBytes + (kk % 4) * 32) >> 4;
+      const uint64_t ob = ((kk / 4) * Cfg::kQBoxBytes + (kk % 4) * 32) >> 4;
+      arch::wgmma_ss<Cfg::kBlockM, Cfg::kBf16>(acc, da + oa, db + ob, kk > 0 ? 1u : 0u);
+    }
+  }
+
+  // acc += A(registers, 64 x kBlockM) * B(kBlockM x D, MN-major stage tile).
+  __device__ __forceinline__ static void gemm_acc(float (&acc)[kAcc], const uint32_t (&a)[kK][4], uint32_t b_base) {
+    const uint64_t db = desc_mnmajor(b_base, Cfg::kQBoxBytes);
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk) arch::wgmma_rs_tnspb<Cfg::kHeadDim, Cfg::kBf16>(acc, a[kk], db + ((kk * 2048) >> 4), 1u);
+  }
+
+  // P^T or dS^T as RS A fragments: k-step kk is accumulator pairs 8kk+2j, 8kk+2j+1.
+  __device__ __forceinline__ static void to_frags(const float (&x)[kS], uint32_t (&f)[kK][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) f[kk][j] = arch::pack_f32x2<Cfg::kBf16>(x[8 * kk + 2 * j], x[8 * kk + 2 * j + 1]);
+  }
+
+  // dS^T (this group's 64 key rows) into the swizzled MN-major tile dQ = dS K reads: element
+  // (key n, query m) sits in box m / 64, row n, 16-byte chunk ((m % 64) / 8) ^ (n % 8).
+  __device__ __forceinline__ void store_ds(const uint32_t (&f)[kK][4]) const {
+    const int q4 = t & 3;
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 8 * kk + 2 * j;  // accumulator index of the pair
+        const int n = 64 * wg + row_local() + 8 * ((i >> 1) & 1);
+        const int m = 8 * (i >> 2) + 2 * q4;
+        const uint32_t addr = smem + Cfg::kSmemDs + (m >> 6) * Cfg::kDsBoxBytes + n * 128 +
+                              ((((m & 63) >> 3) ^ (n & 7)) << 4) + 4 * q4;
+        arch::st_shared_b32(addr, f[kk][j]);
+      }
+  }
+
+  // One query block: stage `stage` holds its Q, dO, lse (log2) and dsum. Returns after the
+  // stage is released and this group's dQ is staged; the elected thread then issues the reduce.
+  template <MaskKind Kind>
+  __device__ __forceinline__ void step(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int key0,
+                                       int m0, bool need_mask, const Sm90BwdArgs& args) {
+    const uint32_t q_base = smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes;
+    const uint32_t do_base = smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes;
+    float rS[kS], rdP[kS];
+    ring.wait_full(st.stage, st.phase);
+    arch::wgmma_fence();
+    gemm_rows_t(rS, smem + Cfg::kSmemK + wg * 64 * 128, q_base);
+    gemm_rows_t(rdP, smem + Cfg::kSmemV + wg * 64 * 128, do_base);
+    arch::wgmma_commit_group();
+    arch::wgmma_wait_group<0>();
+    arch::reg_fence(rS);
+    arch::reg_fence(rdP);
+
+    // P^T = exp2(scale_log2 S^T - lse_log2) (0 where masked), dS^T = P^T (dP^T - dsum).
+    const float* lse = reinterpret_cast<const float*>(smem_gp + Cfg::kSmemLse + st.stage * Cfg::kRowStatBytes);
+    const float* dsum = reinterpret_cast<const float*>(smem_gp + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes);
+    const int q4 = t & 3;
+    const int key_a = key0 + row_local(), key_b = key_a + 8;
+#pragma unroll
+    for (int j = 0; j < kS / 4; ++j) {
+      const int col = 8 * j + 2 * q4;
+      const float2 l = *reinterpret_cast<const float2*>(lse + col);
+      const float2 ds = *reinterpret_cast<const float2*>(dsum + col);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        const float li = (e & 1) ? l.y : l.x;
+        const float di = (e & 1) ? ds.y : ds.x;
+        float p = arch::ex2_approx_ftz(rS[i] * args.scale_log2 - li);
+        if (need_mask) {
+          const int key = (e & 2) ? key_b : key_a;
+          const int m = m0 + col + (e & 1);
+          int lim = args.sk;
+          if constexpr (Kind == MaskKind::kCausal) lim = min(lim, max(0, m + (args.sk - args.sq) + 1));
+          if (key >= lim) p = 0.f;
+        }
+        rS[i] = p;
+        rdP[i] = p * (rdP[i] - di);
+      }
+    }
+    uint32_t fP[kK][4], fdS[kK][4];
+    to_frags(rS, fP);
+    to_frags(rdP, fdS);
+    arch::wgmma_fence();
+    gemm_acc(rdV, fP, do_base);
+    gemm_acc(rdK, fdS, q_base);
+    arch::wgmma_commit_group();
+    store_ds(fdS);
+    arch::fence_proxy_async_shared_cta();  // dS^T stores before the dQ wgmma reads them
+    if (elected()) arch::cp_async_bulk_wait_group_read0();  // the last reduce has read the dQ staging
+    arch::named_barrier_sync<kBarBwdDsReady, 256>();
+
+    float rdQ[Cfg::kDqRegs];
+    {
+      const uint64_t da = desc_mnmajor(smem + Cfg::kSmemDs + (Cfg::dq_row0(wg) / 64) * Cfg::kDsBoxBytes, Cfg::kDsBoxBytes);
+      const uint64_t db = desc_mnmajor(smem + Cfg::kSmemK + (Cfg::dq_col0(wg) / 64) * Cfg::kKBoxBytes, Cfg::kKBoxBytes);
+      arch::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+        arch::wgmma_ss_tnspab<Cfg::kDqN, Cfg::kBf16>(rdQ, da + ((kk * 2048) >> 4), db + ((kk * 2048) >> 4), kk > 0 ? 1u : 0u);
+      arch::wgmma_commit_group();
+    }
+    arch::wgmma_wait_group<0>();
+    arch::reg_fence(rdQ);
+    arch::reg_fence(rdV);
+    arch::reg_fence(rdK);
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk) {
+      arch::reg_fence(fP[kk]);
+      arch::reg_fence(fdS[kk]);
+    }
+    ring.release_warp(st.stage);
+
+    float4* dq_stage = reinterpret_cast<float4*>(smem_gp + Cfg::kSmemDq);
+#pragma unroll
+    for (int i = 0; i < Cfg::kDqVec; ++i)
+      dq_stage[(wg * Cfg::kDqVec + i) * 128 + t] = make_float4(rdQ[4 * i], rdQ[4 * i + 1], rdQ[4 * i + 2], rdQ[4 * i + 3]);
+    arch::fence_proxy_async_shared_cta();
+    arch::named_barrier_sync<kBarBwdDqReady, 256>();
+  }
+
+  __device__ __forceinline__ bool elected() const { return wg == 0 && t == 0; }
+
+  // The elected thread adds the staged dQ into the accumulator of (b, h, m_block). Deterministic
+  // mode: key blocks add in ascending order (the turn counter), each waiting until the previous
+  // one's reduction has landed in global memory, not only read its staging.
+  __device__ __forceinline__ void reduce_dq(const Sm90BwdArgs& args, int64_t chunk, int n_block) const {
+    float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
+    if (args.dq_turn == nullptr) {
+      arch::bulk_reduce_add_f32(dst, smem + Cfg::kSmemDq, Cfg::kDqBytes);
+      arch::cp_async_bulk_commit_group();
+      return;
+    }
+    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+    while (turn.load(cuda::memory_order_acquire) != n_block) {
+    }
+    arch::fence_proxy_async_global();
+    arch::bulk_reduce_add_f32(dst, smem + Cfg::kSmemDq, Cfg::kDqBytes);
+    arch::cp_async_bulk_commit_group();
+    arch::cp_async_bulk_wait_group0();
+    arch::fence_proxy_async_global();
+    turn.store(n_block + 1, cuda::memory_order_release);
+  }
+
+  // dV and scale * dK of keys [key0, key0 + 64) to global (rows past sk are not written).
+  template <class Elem>
+  __device__ __forceinline__ void store_dkdv(const Sm90BwdArgs& args, int b, int hk, int key0) const {
+    const int q4 = t & 3;
+    Elem* dk = static_cast<Elem*>(args.dk);
+    Elem* dv = static_cast<Elem*>(args.dv);
+#pragma unroll
+    for (int i = 0; i < kAcc; i += 2) {
+      const int key = key0 + row_local() + 8 * ((i >> 1) & 1);
+      const int d = 8 * (i >> 2) + 2 * q4;
+      if (key < args.sk) {
+        const int64_t ok = b * args.dk_sb + key * args.dk_ss + hk * args.dk_sh + d;
+        const int64_t ov = b * args.dv_sb + key * args.dv_ss + hk * args.dv_sh + d;
+        *reinterpret_cast<uint32_t*>(dk + ok) = arch::pack_f32x2<Cfg::kBf16>(rdK[i] * args.scale, rdK[i + 1] * args.scale);
+        *reinterpret_cast<uint32_t*>(dv + ov) = arch::pack_f32x2<Cfg::kBf16>(rdV[i], rdV[i + 1]);
+      }
+    }
+  }
+};
+
+}  // namespace flashattn::sm90

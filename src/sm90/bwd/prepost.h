@@ -1,0 +1,85 @@
+// The backward's two small kernels around the main one.
+// Preprocess (one warp per query row): dsum = rowsum(dO * O) in fp32, and the forward's lse in
+// log2 units, +inf for rows that see no key (lse = -inf) and for the padding rows up to sq_pad,
+// so the main kernel's P = exp2(scale_log2 S - lse_log2) is exactly 0 there without a test.
+// Postprocess: dq = scale * (the fp32 accumulator), from the main kernel's thread order
+// (BwdConfig::dq_element) to the caller's strided dq.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "arch/convert.h"
+#include "common/params.h"
+
+namespace flashattn::sm90 {
+
+struct BwdPreArgs {
+  detail::ConstTensor4 dout, o;
+  const float* lse = nullptr;  // (B, Hq, sq)
+  float* lse_log2 = nullptr;   // (B, Hq, sq_pad)
+  float* dsum = nullptr;       // (B, Hq, sq_pad)
+  int b = 0, hq = 0, sq = 0, sq_pad = 0, d = 0;
+};
+
+template <class Elem>
+__global__ void __launch_bounds__(256) sm90_bwd_preprocess(const BwdPreArgs a) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, m) over sq_pad
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<int64_t>(a.b) * a.hq * a.sq_pad) return;
+  const int m = static_cast<int>(row % a.sq_pad);
+  const int64_t bh = row / a.sq_pad;
+  const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+  float acc = 0.f;
+  float lse2 = INFINITY;
+  if (m < a.sq) {
+    const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h);
+    const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h);
+    for (int c = 2 * lane; c < a.d; c += 64) {  // d is a multiple of 8: pairs never straddle
+      acc += static_cast<float>(po[c]) * static_cast<float>(pd[c]);
+      acc += static_cast<float>(po[c + 1]) * static_cast<float>(pd[c + 1]);
+    }
+    const float l = a.lse[bh * a.sq + m];
+    lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) {
+    a.dsum[row] = acc;
+    a.lse_log2[row] = lse2;
+  }
+}
+
+struct BwdPostArgs {
+  const float* dq_accum = nullptr;
+  detail::Tensor4 dq;
+  int b = 0, hq = 0, sq = 0, num_m_blocks = 0;
+  float scale = 0.f;
+};
+
+// One CTA per (b, h, query block); each thread converts float4s (two column pairs on rows r, r+8).
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a) {
+  const int64_t chunk = blockIdx.x;
+  const int m_block = static_cast<int>(chunk % a.num_m_blocks);
+  const int64_t bh = chunk / a.num_m_blocks;
+  const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+  constexpr int kVecs = Cfg::kBlockM * Cfg::kHeadDim / 4;
+  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim));
+  Elem* dq = static_cast<Elem*>(a.dq.ptr);
+  for (int v = threadIdx.x; v < kVecs; v += blockDim.x) {
+    const float4 x = src[v];
+    int r = 0, c = 0;
+    Cfg::dq_element(4 * v, &r, &c);
+    const int m = m_block * Cfg::kBlockM + r;
+    if (m < a.sq)
+      *reinterpret_cast<uint32_t*>(dq + a.dq.offset(b, m, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
+    if (m + 8 < a.sq)
+      *reinterpret_cast<uint32_t*>(dq + a.dq.offset(b, m + 8, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.z * a.scale, x.w * a.scale);
+  }
+}
+
+}  // namespace flashattn::sm90
