@@ -1,0 +1,19 @@
+// Zeroes a strided 16-bit (B, S, H, D) view on a stream: the gradients of a backward call with
+// Sq or Sk of 0 (no query sees a key, so nothing flows into them). Host-callable from .cpp.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "flashattn/flashattn.h"
+
+namespace flashattn::detail {
+
+// Writes 0 to every element of the view and to nothing else (padding between rows, heads or
+// batches is left alone). shape/stride in elements, as in TensorRef; a view with no elements
+// launches nothing.
+Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
+                    cudaStream_t stream);
+
+}  // namespace flashattn::detail
