@@ -29,6 +29,22 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
 void attention_lowp(const Problem& pr, DType dtype, const double* q, const double* k,
                     const double* v, double* out);
 
+// Exact gradients of attention_fp64 for the loss sum(dout * out), fp64 throughout: the
+// forward (scores, probabilities, out) is recomputed here, so only the inputs are needed.
+// dq/dk/dv are overwritten; under GQA dk/dv sum their group's query heads. A row that sees no
+// key gets dq = 0.
+void attention_backward_fp64(const Problem& pr, const double* q, const double* k,
+                             const double* v, const double* dout, double* dq, double* dk,
+                             double* dv);
+
+// The backward a 16-bit kernel computes, naively (the "lowp" of the correctness rule for
+// gradients): takes the forward's out and lse (B, Hq, Sq) as given, fp32 accumulation, P
+// rounded to `dtype` before P^T dO, dS rounded before dS K and dS^T Q, results rounded to
+// `dtype`. lse = -inf marks a row that sees no key: P = 0, dq = 0.
+void attention_backward_lowp(const Problem& pr, DType dtype, const double* q, const double* k,
+                             const double* v, const double* out, const double* lse,
+                             const double* dout, double* dq, double* dk, double* dv);
+
 // Rounds to the nearest value representable in `dtype` (fp16 / bf16 / fp32).
 double round_to(DType dtype, double x);
 

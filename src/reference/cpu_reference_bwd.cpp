@@ -1,2 +1,155 @@
-// fp64 and low-precision CPU backward references: filled in by the reference work.
+// CPU references of the attention backward (fp64 and the 16-bit kernel's rounding). Both walk
+// one query row at a time: the row's probabilities are formed once and feed that row's dq and
+// the dk/dv rows of every key it sees, so no (Sq x Sk) matrix is ever held.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "reference/cpu_reference.h"
+
+namespace flashattn::ref {
+namespace {
+
+// Keys [0, result) are visible to query row i (causal is bottom-right aligned). Written out
+// here, not taken from the kernels' mask helper, so the reference stays an independent check.
+int64_t key_end(const Problem& pr, int64_t i) {
+  return pr.causal ? std::clamp<int64_t>(i + pr.sk - pr.sq + 1, 0, pr.sk) : pr.sk;
+}
+
+// Element offset of row (b, s, h) of a contiguous (B, S, H, D) tensor.
+int64_t row_at(const Problem& pr, int64_t b, int64_t s, int64_t h, int64_t seqlen, int64_t heads) {
+  return ((b * seqlen + s) * heads + h) * pr.d;
+}
+
+// Four independent partial sums: the dot products dominate the cost on long sequences and a
+// single dependent chain runs at the adder's latency, not its throughput.
+template <class T>
+T dot(const T* a, const T* b, int n) {
+  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int e = 0;
+  for (; e + 4 <= n; e += 4) {
+    s0 += a[e] * b[e];
+    s1 += a[e + 1] * b[e + 1];
+    s2 += a[e + 2] * b[e + 2];
+    s3 += a[e + 3] * b[e + 3];
+  }
+  for (; e < n; ++e) s0 += a[e] * b[e];
+  return (s0 + s1) + (s2 + s3);
+}
+
+template <class T>
+void axpy(T a, const T* x, T* y, int n) {
+  for (int e = 0; e < n; ++e) y[e] += a * x[e];
+}
+
+// The kernel reads 16-bit inputs: values the caller passes unrounded are rounded first, so the
+// yardstick never sees more precision than the kernel under test.
+std::vector<float> to_dtype(DType dt, const double* x, int64_t n) {
+  std::vector<float> r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r[i] = static_cast<float>(round_to(dt, x[i]));
+  return r;
+}
+
+float rnd(DType dt, float x) { return static_cast<float>(round_to(dt, x)); }
+
+}  // namespace
+
+void attention_backward_fp64(const Problem& pr, const double* q, const double* k,
+                             const double* v, const double* dout, double* dq, double* dk,
+                             double* dv) {
+  const double scale = pr.effective_scale();
+  const int ratio = pr.hq / pr.hkv;
+  const int D = pr.d;
+  const int64_t n_kv = int64_t(pr.b) * pr.sk * pr.hkv * D;
+  std::fill(dk, dk + n_kv, 0.0);
+  std::fill(dv, dv + n_kv, 0.0);
+  const int64_t key_stride = int64_t(pr.hkv) * D;  // between consecutive keys of one head
+  std::vector<double> p(static_cast<size_t>(pr.sk)), o(static_cast<size_t>(D));
+
+  for (int64_t b = 0; b < pr.b; ++b)
+    for (int64_t h = 0; h < pr.hq; ++h) {
+      const int64_t kv0 = row_at(pr, b, 0, h / ratio, pr.sk, pr.hkv);
+      const double *k0 = k + kv0, *v0 = v + kv0;
+      double *dk0 = dk + kv0, *dv0 = dv + kv0;
+      for (int64_t i = 0; i < pr.sq; ++i) {
+        const int64_t qrow = row_at(pr, b, i, h, pr.sq, pr.hq);
+        const double *qi = q + qrow, *doi = dout + qrow;
+        double* dqi = dq + qrow;
+        std::fill(dqi, dqi + D, 0.0);
+        const int64_t n = key_end(pr, i);
+        if (n == 0) continue;  // sees no key: nothing flows through this row
+
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          p[j] = scale * dot(qi, k0 + j * key_stride, D);
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        std::fill(o.begin(), o.end(), 0.0);
+        for (int64_t j = 0; j < n; ++j) {
+          p[j] /= sum;
+          axpy(p[j], v0 + j * key_stride, o.data(), D);
+        }
+        // rowsum(P * dP) == dO . O: the softmax Jacobian's diagonal correction.
+        const double dsum = dot(doi, o.data(), D);
+        for (int64_t j = 0; j < n; ++j) {
+          const double ds = p[j] * (dot(doi, v0 + j * key_stride, D) - dsum);
+          axpy(scale * ds, k0 + j * key_stride, dqi, D);
+          axpy(scale * ds, qi, dk0 + j * key_stride, D);
+          axpy(p[j], doi, dv0 + j * key_stride, D);
+        }
+      }
+    }
+}
+
+void attention_backward_lowp(const Problem& pr, DType dt, const double* q, const double* k,
+                             const double* v, const double* out, const double* lse,
+                             const double* dout, double* dq, double* dk, double* dv) {
+  const float scale = static_cast<float>(pr.effective_scale());
+  const int ratio = pr.hq / pr.hkv;
+  const int D = pr.d;
+  const int64_t n_q = int64_t(pr.b) * pr.sq * pr.hq * D;
+  const int64_t n_kv = int64_t(pr.b) * pr.sk * pr.hkv * D;
+  const std::vector<float> qf = to_dtype(dt, q, n_q), kf = to_dtype(dt, k, n_kv),
+                           vf = to_dtype(dt, v, n_kv), of = to_dtype(dt, out, n_q),
+                           dof = to_dtype(dt, dout, n_q);
+  // dk/dv stay fp32 until every query head of the group has added in, as a kernel's
+  // accumulators (or its fp32 reduction of per-head partials) would.
+  std::vector<float> dk_acc(static_cast<size_t>(n_kv), 0.f), dv_acc(static_cast<size_t>(n_kv), 0.f);
+  std::vector<float> dq_acc(static_cast<size_t>(D));
+  const int64_t key_stride = int64_t(pr.hkv) * D;
+
+  for (int64_t b = 0; b < pr.b; ++b)
+    for (int64_t h = 0; h < pr.hq; ++h) {
+      const int64_t kv0 = row_at(pr, b, 0, h / ratio, pr.sk, pr.hkv);
+      const float *k0 = kf.data() + kv0, *v0 = vf.data() + kv0;
+      float *dk0 = dk_acc.data() + kv0, *dv0 = dv_acc.data() + kv0;
+      for (int64_t i = 0; i < pr.sq; ++i) {
+        const int64_t qrow = row_at(pr, b, i, h, pr.sq, pr.hq);
+        const float *qi = qf.data() + qrow, *doi = dof.data() + qrow;
+        const double l = lse[(b * pr.hq + h) * pr.sq + i];
+        const int64_t n = std::isinf(l) && l < 0 ? 0 : key_end(pr, i);
+        std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
+        const float lse_f = static_cast<float>(l);
+        const float dsum = n > 0 ? dot(doi, of.data() + qrow, D) : 0.f;
+        for (int64_t j = 0; j < n; ++j) {
+          const float pj = std::exp(scale * dot(qi, k0 + j * key_stride, D) - lse_f);
+          // dS uses the fp32 P; the 16-bit copies are what the tensor-core products consume.
+          const float ds = rnd(dt, pj * (dot(doi, v0 + j * key_stride, D) - dsum));
+          axpy(ds, k0 + j * key_stride, dq_acc.data(), D);
+          axpy(ds, qi, dk0 + j * key_stride, D);
+          axpy(rnd(dt, pj), doi, dv0 + j * key_stride, D);
+        }
+        for (int e = 0; e < D; ++e) dq[qrow + e] = round_to(dt, scale * dq_acc[e]);
+      }
+    }
+  for (int64_t e = 0; e < n_kv; ++e) {
+    dk[e] = round_to(dt, scale * dk_acc[e]);
+    dv[e] = round_to(dt, dv_acc[e]);
+  }
+}
+
+}  // namespace flashattn::ref
