@@ -1,2 +1,192 @@
-// Naive GPU backward reference: filled in by the reference work.
+// Naive GPU backward: two kernels that need no scratch, fp32 accumulation, 64-bit offsets,
+// every stride BwdParams can describe. Each recomputes what it needs (scores from q and k, P
+// from the forward's lse, rowsum(dO * O) from dout and out) instead of reading intermediate
+// tensors, so the two are independent and either answers alone for its gradients:
+//   - dq: one block per (query row, head, batch); its warps split the row's keys.
+//   - dk/dv: one block per (key, kv head, batch); its warps split the rows of every query head
+//     of the group, so the GQA sum happens in registers, never through atomics.
+// A warp owns one (row, key) pair at a time with the lanes across the head dim: the loads of a
+// row are contiguous and the three dot products are warp reductions. Every sum runs in a fixed
+// order, so the result is bitwise reproducible.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
 #include "api/backends.h"
+#include "common/mask.h"
+
+namespace flashattn::detail {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;  // lane l holds head-dim elements l, l+32, ...
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+// What a 16-bit kernel does to a value before feeding it to a tensor-core product.
+template <typename T, bool kLowp>
+__device__ __forceinline__ float operand(float x) {
+  return kLowp ? to_float(from_float<T>(x)) : x;
+}
+
+template <typename T>
+__device__ __forceinline__ void load_row(const T* row, int d, int lane, float (&x)[kPerLane]) {
+  FLASHATTN_UNROLL
+  for (int c = 0; c < kPerLane; ++c) {
+    const int e = c * 32 + lane;
+    x[c] = e < d ? to_float(row[e]) : 0.f;
+  }
+}
+
+__device__ __forceinline__ float warp_dot(const float (&a)[kPerLane], const float (&b)[kPerLane]) {
+  float s = 0.f;
+  FLASHATTN_UNROLL
+  for (int c = 0; c < kPerLane; ++c) s = fmaf(a[c], b[c], s);
+  FLASHATTN_UNROLL
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;  // every lane holds the same sum (butterfly)
+}
+
+// P of one (row, key) pair from the forward's lse. A row whose lse is -inf saw no key in the
+// forward: its P is 0 whatever the score (exp(s + inf) would be inf, then NaN in dS).
+__device__ __forceinline__ float prob(float dot, float scale, float lse) {
+  return lse == -INFINITY ? 0.f : expf(fmaf(dot, scale, -lse));
+}
+
+// Adds each warp's partial row into the block's result in warp order (fixed, so reproducible)
+// and stores it scaled and converted. Called by every thread of the block.
+template <typename T>
+__device__ void reduce_store(const float (&part)[kPerLane], float scale, int d, T* dst,
+                             float (*red)[kMaxHeadDim]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  FLASHATTN_UNROLL
+  for (int c = 0; c < kPerLane; ++c) red[warp][c * 32 + lane] = part[c];
+  __syncthreads();
+  for (int e = threadIdx.x; e < d; e += kThreads) {
+    float s = 0.f;
+    for (int w = 0; w < kWarps; ++w) s += red[w][e];
+    dst[e] = from_float<T>(s * scale);
+  }
+  __syncthreads();  // red is reused by the caller's next reduction
+}
+
+template <typename T, bool kLowp>
+__global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int hk = h / p.h_ratio;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __shared__ float red[kWarps][kMaxHeadDim];
+
+  float q[kPerLane], dout[kPerLane], o[kPerLane];
+  load_row(static_cast<const T*>(p.q.ptr) + p.q.offset(b, i, h), p.d, lane, q);
+  load_row(static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, i, h), p.d, lane, dout);
+  load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, i, h), p.d, lane, o);
+  const float lse = p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i];
+  const float dsum = warp_dot(dout, o);  // rowsum(P * dP) of this row
+  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
+
+  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, 0, hk);
+  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, 0, hk);
+  float acc[kPerLane] = {};
+  for (int64_t j = warp; j < n_keys; j += kWarps) {
+    float k[kPerLane], v[kPerLane];
+    load_row(kb + j * p.k.ss, p.d, lane, k);
+    load_row(vb + j * p.v.ss, p.d, lane, v);
+    const float pj = prob(warp_dot(q, k), p.scale, lse);
+    const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - dsum));
+    FLASHATTN_UNROLL
+    for (int c = 0; c < kPerLane; ++c) acc[c] = fmaf(ds, k[c], acc[c]);
+  }
+  // A row without keys leaves acc at 0: dq is written as 0, never left unwritten.
+  reduce_store(acc, p.scale, p.d, static_cast<T*>(p.dq.ptr) + p.dq.offset(b, i, h), red);
+}
+
+template <typename T, bool kLowp>
+__global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams p) {
+  const int64_t j = blockIdx.x;
+  const int hk = blockIdx.y;
+  const int b = blockIdx.z;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __shared__ float red[kWarps][kMaxHeadDim];
+
+  float k[kPerLane], v[kPerLane];
+  load_row(static_cast<const T*>(p.k.ptr) + p.k.offset(b, j, hk), p.d, lane, k);
+  load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, j, hk), p.d, lane, v);
+  // Rows before row_begin do not see this key (their P is 0): they are skipped, not masked.
+  const int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.row_begin(j) : 0;
+
+  float dk[kPerLane] = {}, dv[kPerLane] = {};
+  for (int g = 0; g < p.h_ratio; ++g) {
+    const int h = hk * p.h_ratio + g;
+    const T* qb = static_cast<const T*>(p.q.ptr) + p.q.offset(b, 0, h);
+    const T* db = static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, 0, h);
+    const T* ob = static_cast<const T*>(p.o.ptr) + p.o.offset(b, 0, h);
+    const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.sq;
+    for (int64_t i = first_row + warp; i < p.sq; i += kWarps) {
+      float q[kPerLane], dout[kPerLane], o[kPerLane];
+      load_row(qb + i * p.q.ss, p.d, lane, q);
+      load_row(db + i * p.dout.ss, p.d, lane, dout);
+      load_row(ob + i * p.o.ss, p.d, lane, o);
+      const float pj = prob(warp_dot(q, k), p.scale, lse_row[i]);
+      const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - warp_dot(dout, o)));
+      const float pv = operand<T, kLowp>(pj);
+      FLASHATTN_UNROLL
+      for (int c = 0; c < kPerLane; ++c) {
+        dv[c] = fmaf(pv, dout[c], dv[c]);
+        dk[c] = fmaf(ds, q[c], dk[c]);
+      }
+    }
+  }
+  reduce_store(dk, p.scale, p.d, static_cast<T*>(p.dk.ptr) + p.dk.offset(b, j, hk), red);
+  reduce_store(dv, 1.f, p.d, static_cast<T*>(p.dv.ptr) + p.dv.offset(b, j, hk), red);
+}
+
+template <typename T, bool kLowp>
+void launch_kernels(const BwdParams& p, cudaStream_t stream) {
+  // An empty side has no blocks to launch (a zero grid dimension is a launch error); the other
+  // kernel still writes its gradients, as zeros when nothing reaches them.
+  if (p.sq > 0)
+    reference_bwd_dq_kernel<T, kLowp><<<dim3(static_cast<unsigned>(p.sq), static_cast<unsigned>(p.hq),
+                                             static_cast<unsigned>(p.b)),
+                                        kThreads, 0, stream>>>(p);
+  if (p.sk > 0)
+    reference_bwd_dkdv_kernel<T, kLowp><<<dim3(static_cast<unsigned>(p.sk), static_cast<unsigned>(p.hkv),
+                                               static_cast<unsigned>(p.b)),
+                                          kThreads, 0, stream>>>(p);
+}
+
+template <bool kLowp>
+Status launch_reference_backward(const BwdParams& p, cudaStream_t stream) {
+  if (p.d > kMaxHeadDim)
+    return {StatusCode::kNotSupported, "backend reference: head dim above 256"};
+  if (p.hq > 65535 || p.b > 65535)
+    return {StatusCode::kNotSupported, "backend reference: heads or batch above 65535"};
+  if (p.b == 0 || p.hq == 0 || p.d == 0) return Status::Ok();
+  if (p.dtype == ElemType::kFloat16)
+    launch_kernels<__half, kLowp>(p, stream);
+  else
+    launch_kernels<__nv_bfloat16, kLowp>(p, stream);
+  return check_launch("reference backward launch");
+}
+
+}  // namespace
+
+Status reference_backward(const BwdParams& p, cudaStream_t stream) {
+  return launch_reference_backward<false>(p, stream);
+}
+
+Status reference_backward_lowp(const BwdParams& p, cudaStream_t stream) {
+  return launch_reference_backward<true>(p, stream);
+}
+
+}  // namespace flashattn::detail
