@@ -1,5 +1,6 @@
 // GPU unit tests of the sm_90a arch wrappers (built for 90a only): mbarrier phases, TMA load/store
-// of one 128B-swizzled box (with expect_tx), wgmma SS and RS (transposed B), setmaxnreg. Each
+// of one 128B-swizzled box (with expect_tx), wgmma SS, RS (transposed B) and SS with both operands
+// MN-major (the backward's dQ), 1-D bulk loads, bulk reduce-add f32, setmaxnreg. Each
 // kernel is one small, fixed-shape use of a wrapper that mirrors how src/sm90 uses it; the host
 // recomputes the expected result independently from fresh random inputs, and every output starts
 // poisoned (0xFF bytes). Device waits are bounded (2 s) so a broken barrier fails, not hangs.
@@ -341,6 +342,220 @@ void run_wgmma_rs() {
 TEST(ArchSm90, WgmmaRsTnspBN64F16) { run_wgmma_rs<64, false>(); }
 TEST(ArchSm90, WgmmaRsTnspBN64Bf16) { run_wgmma_rs<64, true>(); }
 TEST(ArchSm90, WgmmaRsTnspBN128Bf16) { run_wgmma_rs<128, true>(); }  // two boxes: checks the LBO
+
+// ---- wgmma SS with both operands MN-major: D(64xN) = A(64x16) * B(16xN), as dQ = dS K in the
+// backward (sm90/bwd/mainloop.h). Both tiles are K rows of 128 B (64 M- or N-elements, 128B
+// swizzle), N/64 boxes of 32 rows for B (one box, half used, for N = 32), descriptor
+// (base, box bytes, 1024); the second k16 step is at +2048 B (16 rows) and accumulates. ----
+
+// Byte offset of element (k, x) in a tile of 64-column boxes of box_bytes each: 16-B chunk
+// (x % 64) / 8 of row k sits at chunk ((x % 64) / 8) ^ (k % 8).
+__device__ int mn_major_offset(int k, int x, int box_bytes) {
+  return (x / 64) * box_bytes + k * 128 + ((((x % 64) / 8) ^ (k % 8)) << 4) + (x % 8) * 2;
+}
+
+// a: (K, 64) with M contiguous, b: (K, N) with N contiguous. d1 = A B over k < 16 (one step,
+// scale_d = 0 over NaN accumulators), d2 = A B over k < 32 (the second step added to d1).
+// Columns N..63 of a half-used B box hold NaN: an instruction that read them would show it.
+template <int N, bool kBf16>
+__global__ void __launch_bounds__(128)
+    wgmma_ss_tnspab_kernel(const uint16_t* a, const uint16_t* b, float* d1, float* d2, uint32_t* errors) {
+#ifdef FLASHATTN_TEST_SM90A_BODY
+  constexpr int kK = 32, kBoxBytes = kK * 128, kBBoxes = (N + 63) / 64;
+  __shared__ alignas(1024) uint8_t sA[kBoxBytes];
+  __shared__ alignas(1024) uint8_t sB[kBoxBytes * kBBoxes];
+  const int t = threadIdx.x;
+  if (t == 0 && ((smem_u32(sA) | smem_u32(sB)) & 1023)) atomicAdd(errors, 1u);
+  for (int i = t; i < kK * 64; i += 128) {
+    const int k = i / 64, m = i % 64;
+    *reinterpret_cast<uint16_t*>(sA + mn_major_offset(k, m, kBoxBytes)) = a[k * 64 + m];
+  }
+  for (int i = t; i < kK * 64 * kBBoxes; i += 128) {
+    const int k = i / (64 * kBBoxes), n = i % (64 * kBBoxes);
+    *reinterpret_cast<uint16_t*>(sB + mn_major_offset(k, n, kBoxBytes)) = n < N ? b[k * N + n] : uint16_t(0xFFFF);
+  }
+  fence_proxy_async_shared_cta();  // generic-proxy smem writes -> visible to wgmma
+  __syncthreads();
+  const uint64_t da = make_smem_desc_sw128(smem_u32(sA), kBoxBytes, 1024);
+  const uint64_t db = make_smem_desc_sw128(smem_u32(sB), kBoxBytes, 1024);
+  float acc[N / 2];
+  poison_acc(acc);
+  wgmma_fence();
+  wgmma_ss_tnspab<N, kBf16>(acc, da, db, 0u);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  reg_fence(acc);
+  store_acc<N>(acc, d1);
+  wgmma_fence();
+  wgmma_ss_tnspab<N, kBf16>(acc, da + (2048 >> 4), db + (2048 >> 4), 1u);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  reg_fence(acc);
+  store_acc<N>(acc, d2);
+#endif
+}
+
+template <int N, bool kBf16>
+void run_wgmma_ss_tnspab() {
+  FLASHATTN_REQUIRE_SM90A();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 g(seed);
+  constexpr int kK = 32;
+  const auto a = random_elems(g, size_t(kK) * 64, kBf16), b = random_elems(g, size_t(kK) * N, kBf16);
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dd1(64 * N * 4), dd2(64 * N * 4), derr(4);
+  upload(da, a);
+  upload(db, b);
+  poison_bytes(dd1);
+  poison_bytes(dd2);
+  ASSERT_EQ(cudaMemset(derr.ptr, 0, 4), cudaSuccess);
+  wgmma_ss_tnspab_kernel<N, kBf16><<<1, 128>>>(static_cast<const uint16_t*>(da.ptr), static_cast<const uint16_t*>(db.ptr),
+                                               static_cast<float*>(dd1.ptr), static_cast<float*>(dd2.ptr),
+                                               static_cast<uint32_t*>(derr.ptr));
+  FLASHATTN_SYNC_OK();
+  EXPECT_EQ(download<uint32_t>(derr, 1)[0], 0u) << "smem tiles not 1 KiB aligned";
+  const auto d1 = download<float>(dd1, 64 * N), d2 = download<float>(dd2, 64 * N);
+  for (int m = 0; m < 64; ++m) {
+    for (int n = 0; n < N; ++n) {
+      double want = 0, mag = 0;
+      for (int k = 0; k < kK; ++k) {
+        const double p = elem_value(a[k * 64 + m], kBf16) * elem_value(b[k * N + n], kBf16);
+        want += p;
+        mag += std::fabs(p);
+        // Exact products, fp32 sums: the error is a few fp32 ulps of the magnitude sum.
+        if (k == 15) ASSERT_NEAR(d1[m * N + n], want, 1e-5 * mag) << "one k16 step, (" << m << ", " << n << ")";
+      }
+      ASSERT_NEAR(d2[m * N + n], want, 1e-5 * mag) << "two k16 steps, (" << m << ", " << n << ")";
+    }
+  }
+}
+
+TEST(ArchSm90, WgmmaSsTnspAbN32F16) { run_wgmma_ss_tnspab<32, false>(); }
+TEST(ArchSm90, WgmmaSsTnspAbN32Bf16) { run_wgmma_ss_tnspab<32, true>(); }
+TEST(ArchSm90, WgmmaSsTnspAbN64F16) { run_wgmma_ss_tnspab<64, false>(); }
+TEST(ArchSm90, WgmmaSsTnspAbN64Bf16) { run_wgmma_ss_tnspab<64, true>(); }
+TEST(ArchSm90, WgmmaSsTnspAbN128F16) { run_wgmma_ss_tnspab<128, false>(); }  // two B boxes: checks the LBO
+TEST(ArchSm90, WgmmaSsTnspAbN128Bf16) { run_wgmma_ss_tnspab<128, true>(); }
+
+// ---- 1-D bulk copy: two loads of `bytes` completing on one mbarrier (expect_tx 2 * bytes), as
+// the backward's producer loads lse and dsum of a step. Sources sit at 16-B (not 128-B) aligned
+// offsets; smem starts as 0xFF (generic writes, then the proxy fence) and is copied out whole,
+// so bytes past each load must keep it. ----
+constexpr int kBulkRegion = 1024;  // smem bytes per destination
+// Source byte offset of load r (0 or 1).
+__host__ __device__ constexpr int bulk_src_off(int r) { return r == 0 ? 48 : 1024 + 272; }
+
+__global__ void bulk_load_kernel(const uint8_t* src, uint32_t bytes, uint4* out, uint32_t* errors) {
+#ifdef FLASHATTN_TEST_SM90A_BODY
+  __shared__ alignas(128) uint8_t buf[2 * kBulkRegion];
+  __shared__ alignas(8) uint64_t bar;
+  const int t = threadIdx.x;  // 128 threads
+  const uint32_t sbar = smem_u32(&bar), sbuf = smem_u32(buf);
+  for (int i = t; i < 2 * kBulkRegion / 16; i += 128) reinterpret_cast<uint4*>(buf)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+  fence_proxy_async_shared_cta();  // the poison lands before the bulk copies write
+  if (t == 0) {
+    mbarrier_init(sbar, 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (t == 0) {
+    mbarrier_arrive_expect_tx(sbar, 2 * bytes);
+    bulk_load_1d(sbuf, src + bulk_src_off(0), bytes, sbar);
+    bulk_load_1d(sbuf + kBulkRegion, src + bulk_src_off(1), bytes, sbar);
+  }
+  const bool ok = wait_bounded(sbar, 0);
+  if (!ok) atomicAdd(errors, 1u);
+  for (int i = t; ok && i < 2 * kBulkRegion / 16; i += 128) out[i] = reinterpret_cast<const uint4*>(buf)[i];
+#endif
+}
+
+void run_bulk_load_1d(uint32_t bytes) {
+  FLASHATTN_REQUIRE_SM90A();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 g(seed);
+  std::vector<uint8_t> src(4096);
+  for (auto& x : src) x = static_cast<uint8_t>(g());
+  DeviceBuffer dsrc(src.size()), dout(2 * kBulkRegion), derr(4);
+  upload(dsrc, src);
+  poison_bytes(dout);
+  ASSERT_EQ(cudaMemset(derr.ptr, 0, 4), cudaSuccess);
+  bulk_load_kernel<<<1, 128>>>(static_cast<const uint8_t*>(dsrc.ptr), bytes, static_cast<uint4*>(dout.ptr),
+                               static_cast<uint32_t*>(derr.ptr));
+  FLASHATTN_SYNC_OK();
+  EXPECT_EQ(download<uint32_t>(derr, 1)[0], 0u) << "mbarrier timeout (transaction bytes never completed)";
+  const auto out = download<uint8_t>(dout, 2 * kBulkRegion);
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < kBulkRegion; ++i)
+      ASSERT_EQ(int(out[r * kBulkRegion + i]), uint32_t(i) < bytes ? int(src[bulk_src_off(r) + i]) : 0xFF)
+          << "load " << r << " byte " << i;
+}
+
+TEST(ArchSm90, BulkLoad1d256) { run_bulk_load_1d(256); }
+TEST(ArchSm90, BulkLoad1d512) { run_bulk_load_1d(512); }
+
+// ---- Bulk reduce-add f32: each of kReduceCtas CTAs writes 8 KB of small integers to smem
+// (generic stores, proxy fence) and one thread adds them into a shared global array (all CTAs at
+// once, as dQ blocks do) and into its own private slice, then waits for full completion
+// (wait_group 0, not .read) and reads its private slice back. Sums of small integers are exact
+// in fp32, so every result is compared exactly; guard floats around the shared array must keep
+// their values. ----
+constexpr int kReduceCtas = 8, kReduceFloats = 2048, kReduceGuard = 4;
+
+__global__ void bulk_reduce_kernel(const float* vals, float* shared_dst, float* own_dst, float* readback) {
+#ifdef FLASHATTN_TEST_SM90A_BODY
+  __shared__ alignas(128) float buf[kReduceFloats];
+  const int t = threadIdx.x, c = blockIdx.x;  // 128 threads
+  for (int i = t; i < kReduceFloats; i += 128) buf[i] = vals[c * kReduceFloats + i];
+  fence_proxy_async_shared_cta();  // generic smem writes -> visible to the bulk reduction
+  __syncthreads();
+  if (t == 0) {
+    const uint32_t sbuf = smem_u32(buf);
+    bulk_reduce_add_f32(shared_dst, sbuf, kReduceFloats * 4);
+    bulk_reduce_add_f32(own_dst + c * kReduceFloats, sbuf, kReduceFloats * 4);
+    cp_async_bulk_commit_group();
+    cp_async_bulk_wait_group0();
+    fence_proxy_async_global();  // the reductions' global writes before this thread's loads
+    for (int i = 0; i < kReduceFloats; ++i) readback[c * kReduceFloats + i] = __ldcg(own_dst + c * kReduceFloats + i);
+  }
+#endif
+}
+
+TEST(ArchSm90, BulkReduceAddF32) {
+  FLASHATTN_REQUIRE_SM90A();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> small(-64, 64);
+  constexpr int kAll = kReduceCtas * kReduceFloats;
+  std::vector<float> vals(kAll), shared0(kReduceFloats + 2 * kReduceGuard), own0(kAll);
+  for (auto& x : vals) x = float(small(g));
+  for (auto& x : shared0) x = float(small(g));
+  for (auto& x : own0) x = float(small(g));
+  DeviceBuffer dvals(kAll * 4), dshared(shared0.size() * 4), down(kAll * 4), dread(kAll * 4);
+  upload(dvals, vals);
+  upload(dshared, shared0);
+  upload(down, own0);
+  poison_bytes(dread);
+  float* shared_dst = static_cast<float*>(dshared.ptr) + kReduceGuard;  // 16-B aligned
+  bulk_reduce_kernel<<<kReduceCtas, 128>>>(static_cast<const float*>(dvals.ptr), shared_dst,
+                                           static_cast<float*>(down.ptr), static_cast<float*>(dread.ptr));
+  FLASHATTN_SYNC_OK();
+  const auto shared = download<float>(dshared, shared0.size());
+  const auto own = download<float>(down, kAll), readback = download<float>(dread, kAll);
+  for (size_t i = 0; i < shared0.size(); ++i) {
+    float want = shared0[i];
+    const bool guard = i < size_t(kReduceGuard) || i >= size_t(kReduceGuard + kReduceFloats);
+    if (!guard)
+      for (int c = 0; c < kReduceCtas; ++c) want += vals[c * kReduceFloats + (i - kReduceGuard)];
+    ASSERT_EQ(shared[i], want) << (guard ? "guard float " : "shared element ") << i;
+  }
+  for (int i = 0; i < kAll; ++i) {
+    ASSERT_EQ(own[i], own0[i] + vals[i]) << "CTA " << i / kReduceFloats << " private element " << i % kReduceFloats;
+    ASSERT_EQ(readback[i], own0[i] + vals[i])
+        << "CTA " << i / kReduceFloats << " read back after wait_group 0, element " << i % kReduceFloats;
+  }
+}
 
 // ---- setmaxnreg: the forward kernel's split (producer warpgroup to 24, two consumers to 240) ----
 // The measured property is only that the kernel runs through both and computes the right values.
