@@ -1,13 +1,15 @@
-"""flashattn: FlashAttention forward kernels (libflashattn) for PyTorch and plain ctypes.
+"""flashattn: FlashAttention kernels (libflashattn) for PyTorch and plain ctypes.
 
     import torch, flashattn
     out = flashattn.flash_attn_func(q, k, v, causal=True)   # q, k, v: (B, S, H, D) fp16/bf16
+    out.float().square().mean().backward()                  # dq, dk, dv from the library
 
 Importing compiles nothing and does not need torch: without it, `flashattn.__version__`,
 `flashattn.library_version()` and the ctypes layer in `flashattn.c_api` still work. With a
-torch older than 2.4 (no torch.library.custom_op) flash_attn_func runs eagerly without the
-custom op; `flashattn.HAS_CUSTOM_OP` says which, and `flashattn.fwd_op()` returns the op or
-says which torch it needs.
+torch older than 2.4 (no torch.library.custom_op) flash_attn_func runs eagerly (forward and
+backward) without the custom ops; `flashattn.HAS_CUSTOM_OP` says which, and
+`flashattn.fwd_op()` / `flashattn.bwd_op()` return the ops or say which torch they need.
+`flashattn.c_api.has_backward()` says whether the loaded library has the backward pass.
 """
 __version__ = "0.1.0"
 
@@ -26,8 +28,9 @@ except Exception as e:  # noqa: BLE001  a broken torch must not take the ctypes 
 
 if _torch is not None:
     try:
-        from ._torch import (CUSTOM_OP_MIN_TORCH, HAS_CUSTOM_OP, flash_attn_forward,  # noqa: E402
-                             flash_attn_func, fwd_op, which_backend)
+        from ._torch import (CUSTOM_OP_MIN_TORCH, HAS_CUSTOM_OP,  # noqa: E402
+                             bwd_op, flash_attn_backward, flash_attn_forward, flash_attn_func,
+                             fwd_op, which_backend, which_backward_backend)
     except Exception as e:  # noqa: BLE001  a torch this binding cannot use: keep the ctypes layer
         import warnings
 
@@ -56,8 +59,16 @@ else:
         raise ImportError(f"flashattn.fwd_op: the custom op flashattn::fwd needs PyTorch >= "
                           f"{CUSTOM_OP_MIN_TORCH}{why}")
 
-    flash_attn_func = flash_attn_forward = which_backend = _flash_attn_forward = _needs_torch
+    def bwd_op():
+        why = f" ({TORCH_ERROR})" if TORCH_ERROR else ""
+        raise ImportError(f"flashattn.bwd_op: the custom op flashattn::bwd needs PyTorch >= "
+                          f"{CUSTOM_OP_MIN_TORCH}{why}")
+
+    flash_attn_func = flash_attn_forward = flash_attn_backward = _needs_torch
+    which_backend = which_backward_backend = _needs_torch
+    _flash_attn_forward = _needs_torch
 
 __all__ = ["__version__", "c_api", "find_library", "library_version", "load_library",
-           "flash_attn_func", "flash_attn_forward", "which_backend", "fwd_op", "HAS_TORCH",
-           "HAS_CUSTOM_OP", "CUSTOM_OP_MIN_TORCH", "TORCH_ERROR"]
+           "flash_attn_func", "flash_attn_forward", "flash_attn_backward", "which_backend",
+           "which_backward_backend", "fwd_op", "bwd_op", "HAS_TORCH", "HAS_CUSTOM_OP",
+           "CUSTOM_OP_MIN_TORCH", "TORCH_ERROR"]

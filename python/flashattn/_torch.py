@@ -1,32 +1,38 @@
-"""PyTorch binding: the `flashattn::fwd` custom op, its fake (meta) kernel, autograd stub,
-and the FlashAttention-style `flash_attn_func` front end.
+"""PyTorch binding: the `flashattn::fwd` and `flashattn::bwd` custom ops, their fake (meta)
+kernels, the autograd formula that joins them, and the FlashAttention-style `flash_attn_func`
+front end.
 
 Imported by flashattn/__init__.py only when torch is importable. Nothing here compiles code;
-the op calls libflashattn through ctypes on torch.cuda.current_stream() and never syncs the
-host, so it works under torch.compile(fullgraph=True) and inside CUDA-graph capture.
+the ops call libflashattn through ctypes on torch.cuda.current_stream() and never sync the
+host, so they work under torch.compile(fullgraph=True) and inside CUDA-graph capture, forward
+and backward.
 
-The custom op needs torch >= 2.4 (torch.library.custom_op / register_autograd). With an older
-torch (e.g. Debian 12's 1.13) the op is not registered: flash_attn_func then runs eagerly
-through a plain torch.autograd.Function (same checks, same launch, same backward error), and
-only fwd_op() -- the handle torch.compile and opcheck need -- reports the missing version.
+Autograd: fwd saves q, k, v, out and lse; its backward calls bwd (dq, dk, dv from the library)
+and, when lse itself received a gradient, adds that term too (_lse_grads). `deterministic` is
+an argument of fwd only so that it reaches the backward through the recorded graph.
+
+The custom ops need torch >= 2.4 (torch.library.custom_op / register_autograd). With an older
+torch (e.g. Debian 12's 1.13) they are not registered: flash_attn_func then runs eagerly
+through a plain torch.autograd.Function (same checks, same launches, same gradients), and only
+fwd_op()/bwd_op() -- the handles torch.compile and opcheck need -- report the missing version.
 """
 
 import contextlib
+import math
 from typing import Tuple, Union
 
 import torch
 
 from . import _lib
 
-__all__ = ["flash_attn_func", "flash_attn_forward", "which_backend", "fwd_op", "HAS_CUSTOM_OP",
-           "CUSTOM_OP_MIN_TORCH"]
+__all__ = ["flash_attn_func", "flash_attn_forward", "flash_attn_backward", "which_backend",
+           "which_backward_backend", "fwd_op", "bwd_op", "HAS_CUSTOM_OP", "CUSTOM_OP_MIN_TORCH"]
 
 _DTYPE_IDS = {torch.float16: _lib.DType.FP16, torch.bfloat16: _lib.DType.BF16}
 
-_BACKWARD_MISSING = (
-    "flashattn: backward is not implemented yet: libflashattn has no backward kernel "
-    "(flashattn_backward / dQ, dK, dV) so flash_attn_func cannot be differentiated. "
-    "Run the forward under torch.no_grad() / inference_mode(), or detach q, k and v.")
+_DOUBLE_BACKWARD = (
+    "flashattn: double backward (a gradient of the gradients, create_graph=True) is not "
+    "supported: flashattn::bwd has no derivative of its own")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -113,7 +119,7 @@ def _backend_id(backend: Union[str, int]) -> int:
     return _lib._backend_id(backend)
 
 
-# ----------------------------------------------------------------------------- the op
+# ----------------------------------------------------------------------------- the forward op
 
 def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
          backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -136,14 +142,129 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
 
 
 def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
-              causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D)."""
+              causal: bool, backend: int, deterministic: bool = False
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D).
+    deterministic does nothing here (the forward always is): it is carried for the backward."""
     _check_group(q, k, v)
     return _run(q, k, v, softmax_scale, causal, backend)
 
 
-def _backward(ctx, grad_out, grad_lse):
-    raise NotImplementedError(_BACKWARD_MISSING)
+# ----------------------------------------------------------------------------- the backward op
+
+def _check_bwd(dout, q, k, v, out, lse) -> None:
+    """What the backward needs beyond the forward's checks, before anything is allocated (also
+    run on fake tensors). dout's and out's layouts are not checked: whatever the library cannot
+    read is copied (_prepared); only what a copy cannot fix is an error."""
+    _check_group(q, k, v)
+    for t, name in ((dout, "dout"), (out, "out")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.shape != q.shape or t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name}: expected q's shape {tuple(q.shape)}, dtype {q.dtype} and "
+                             f"device {q.device}, got {tuple(t.shape)}, {t.dtype} on {t.device}")
+    B, Sq, Hq, _ = q.shape
+    if (not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32
+            or tuple(lse.shape) != (B, Hq, Sq) or lse.device != q.device):
+        got = (f"{tuple(lse.shape)} {lse.dtype} on {lse.device}" if isinstance(lse, torch.Tensor)
+               else type(lse).__name__)
+        raise ValueError(f"lse: expected the forward's (batch, nheads, seqlen_q) = {(B, Hq, Sq)} "
+                         f"float32 lse on {q.device}, got {got}")
+
+
+def _run_bwd(dout, q, k, v, out, lse, softmax_scale: float, causal: bool, deterministic: bool,
+             backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward call, inputs already checked: allocate dq, dk, dv (shaped like q, k, v: the
+    library sums a KV head's query heads under GQA) and launch on the current stream."""
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    if q.numel() == 0 or k.numel() == 0:
+        # No query sees a key (or there is no query): every gradient is zero, the library's own
+        # rule for Sq or Sk = 0, without a launch (nor a library call an older build lacks).
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    # dout comes from autograd in whatever layout its consumer left (an expanded scalar's grad
+    # has stride 0 everywhere, a transpose's is strided): taken as is when the library can read
+    # it, copied otherwise. out is ours (contiguous), q/k/v are the forward's inputs.
+    (dout, d_do), (q, d_q), (k, d_k), (v, d_v), (out, d_o) = (
+        _prepared(dout), _prepared(q), _prepared(k), _prepared(v), _prepared(out))
+    if not lse.is_contiguous():
+        lse = lse.contiguous()
+    dev = q.get_device()
+    with contextlib.nullcontext() if dev == torch.cuda.current_device() else torch.cuda.device(dev):
+        _lib.backward(d_do, d_q, d_k, d_v, d_o, lse.data_ptr(),
+                      _descriptor(dq, _lib_strides(dq)), _descriptor(dk, _lib_strides(dk)),
+                      _descriptor(dv, _lib_strides(dv)), softmax_scale, causal, deterministic,
+                      backend, torch.cuda.current_stream(dev).cuda_stream)
+    return dq, dk, dv
+
+
+def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              out: torch.Tensor, lse: torch.Tensor, softmax_scale: float, causal: bool,
+              deterministic: bool, backend: int
+              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of sum(dout * out) for out, lse = fwd(q, k, v, softmax_scale, causal)."""
+    _check_bwd(dout, q, k, v, out, lse)
+    return _run_bwd(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, backend)
+
+
+# ----------------------------------------------------------------------------- autograd
+
+def _save(ctx, inputs, output) -> None:
+    """setup_context of fwd: keep what the backward needs."""
+    q, k, v, softmax_scale, causal, backend = inputs[:6]
+    # The dispatcher may drop an argument equal to its default; torch fills it back in for
+    # setup_context, but not every version did.
+    deterministic = bool(inputs[6]) if len(inputs) > 6 else False
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.attn_args = (float(softmax_scale), bool(causal), bool(deterministic), int(backend))
+    # An output that no loss used arrives as None instead of a tensor of zeros: lse is rarely
+    # used, and its gradient term costs a forward and a backward call (_lse_grads).
+    ctx.set_materialize_grads(False)
+
+
+def _lse_grads(grad_lse, q, k, v, out, lse, softmax_scale, causal, deterministic, backend,
+               fwd, bwd):
+    """(dq, dk) in fp32 of sum(grad_lse * lse), from library calls whose meaning is documented
+    (nothing here relies on how a kernel uses out or lse internally).
+
+    lse_i = log sum_j exp(s_ij) with s_ij = scale * q_i.k_j, so d lse_i / d s_ij = P_ij and
+      dq_i = scale * g_i * sum_j P_ij k_j   -- the forward's output with v := k;
+      dk_j = scale * sum_i P_ij g_i q_i     -- the backward's dv for dout_i := scale * g_i * q_i
+    (under GQA both sum over a KV head's query heads, as the library's dk/dv do).
+    """
+    scale = softmax_scale if softmax_scale > 0 else 1.0 / math.sqrt(q.size(-1))
+    g = (grad_lse.to(torch.float32) * scale).transpose(1, 2).unsqueeze(-1)  # (B, Sq, Hq, 1)
+    pk, _ = fwd(q, k, k, softmax_scale, causal, backend)
+    dq = g * pk.to(torch.float32)
+    _, _, dk = bwd((g * q.to(torch.float32)).to(q.dtype), q, k, v, out, lse, softmax_scale,
+                   causal, deterministic, backend)
+    return dq, dk.to(torch.float32)
+
+
+def _grads(ctx, grad_out, grad_lse, fwd, bwd):
+    """Backward of fwd: gradients for (q, k, v, softmax_scale, causal, backend, deterministic).
+    fwd/bwd are the ops (custom-op path, traceable) or their bodies (eager path)."""
+    q, k, v, out, lse = ctx.saved_tensors
+    softmax_scale, causal, deterministic, backend = ctx.attn_args
+    dq = dk = dv = None
+    if grad_out is not None:
+        dq, dk, dv = bwd(grad_out, q, k, v, out, lse, softmax_scale, causal, deterministic,
+                         backend)
+    if grad_lse is not None:
+        lq, lk = _lse_grads(grad_lse, q, k, v, out, lse, softmax_scale, causal, deterministic,
+                            backend, fwd, bwd)
+        # Summed in fp32, rounded once.
+        dq = (lq if dq is None else dq.to(torch.float32) + lq).to(q.dtype)
+        dk = (lk if dk is None else dk.to(torch.float32) + lk).to(k.dtype)
+        if dv is None:
+            dv = torch.zeros_like(v)  # lse does not depend on v
+    return dq, dk, dv, None, None, None, None
+
+
+def _double_backward(ctx, *grads):
+    raise NotImplementedError(_DOUBLE_BACKWARD)
 
 
 CUSTOM_OP_MIN_TORCH = "2.4"  # torch.library.custom_op and torch.library.register_autograd
@@ -152,12 +273,21 @@ CUSTOM_OP_MIN_TORCH = "2.4"  # torch.library.custom_op and torch.library.registe
 HAS_CUSTOM_OP = (hasattr(torch.library, "custom_op")
                  and hasattr(torch.library, "register_autograd"))
 
+# Explicit schemas rather than inferred ones: deterministic's default must be part of fwd's
+# schema (callers and graphs that predate it pass six arguments), and a written schema does not
+# depend on which defaults a given torch's inference understands.
+_FWD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, int backend, "
+               "bool deterministic=False) -> (Tensor, Tensor)")
+_BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+               "float softmax_scale, bool causal, bool deterministic, int backend) "
+               "-> (Tensor, Tensor, Tensor)")
+
 if HAS_CUSTOM_OP:
     _fwd = torch.library.custom_op("flashattn::fwd", _fwd_impl, mutates_args=(),
-                                   device_types="cuda")
+                                   device_types="cuda", schema=_FWD_SCHEMA)
 
     @_fwd.register_fake
-    def _fwd_fake(q, k, v, softmax_scale, causal, backend):
+    def _fwd_fake(q, k, v, softmax_scale, causal, backend, deterministic=False):
         _check_group(q, k, v)
         B, Sq, Hq, D = q.shape
         if k.dim() == 4 and (k.size(3) != D or v.size(3) != D):
@@ -165,32 +295,45 @@ if HAS_CUSTOM_OP:
         return (q.new_empty((B, Sq, Hq, D)),
                 q.new_empty((B, Hq, Sq), dtype=torch.float32))
 
-    def _setup_context(ctx, inputs, output):
-        pass
+    _bwd = torch.library.custom_op("flashattn::bwd", _bwd_impl, mutates_args=(),
+                                   device_types="cuda", schema=_BWD_SCHEMA)
 
-    torch.library.register_autograd("flashattn::fwd", _backward, setup_context=_setup_context)
+    @_bwd.register_fake
+    def _bwd_fake(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, backend):
+        _check_bwd(dout, q, k, v, out, lse)
+        # Contiguous, as _run_bwd allocates them.
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def _fwd_backward(ctx, grad_out, grad_lse):
+        return _grads(ctx, grad_out, grad_lse, torch.ops.flashattn.fwd, torch.ops.flashattn.bwd)
+
+    torch.library.register_autograd("flashattn::fwd", _fwd_backward, setup_context=_save)
+    # bwd is not differentiable; say so instead of torch's generic "no autograd formula".
+    torch.library.register_autograd("flashattn::bwd", _double_backward,
+                                    setup_context=lambda ctx, inputs, output: None)
 
 
 class _FwdFunction(torch.autograd.Function):
-    """The eager path where the custom op cannot be registered (torch < 2.4): the op's body as
-    a plain autograd.Function, so that outputs of inputs requiring grad carry a grad_fn whose
-    backward raises the same NotImplementedError as the op's."""
+    """The eager path where the custom ops cannot be registered (torch < 2.4): the op's body as
+    a plain autograd.Function with the same backward (the op bodies instead of the ops)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, backend):
-        return _fwd_impl(q, k, v, softmax_scale, causal, backend)
+    def forward(ctx, q, k, v, softmax_scale, causal, backend, deterministic=False):
+        output = _fwd_impl(q, k, v, softmax_scale, causal, backend)
+        _save(ctx, (q, k, v, softmax_scale, causal, backend, deterministic), output)
+        return output
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse):
-        return _backward(ctx, grad_out, grad_lse)
+        return _grads(ctx, grad_out, grad_lse, _fwd_impl, _bwd_impl)
 
 
-def _custom_op_missing() -> str:
-    return (f"flashattn: the custom op flashattn::fwd (needed for torch.compile and "
+def _custom_op_missing(name: str = "fwd") -> str:
+    return (f"flashattn: the custom op flashattn::{name} (needed for torch.compile and "
             f"torch.library.opcheck) needs torch >= {CUSTOM_OP_MIN_TORCH} "
             f"(torch.library.custom_op and register_autograd); this torch is "
             f"{getattr(torch, '__version__', 'unknown')}, so the op is not registered. "
-            f"flash_attn_func still works eagerly (forward only), without the op.")
+            f"flash_attn_func still works eagerly (forward and backward), without the op.")
 
 
 def fwd_op():
@@ -198,8 +341,16 @@ def fwd_op():
     graphs); RuntimeError naming the torch version it needs when this torch cannot register
     it."""
     if not HAS_CUSTOM_OP:
-        raise RuntimeError(_custom_op_missing())
+        raise RuntimeError(_custom_op_missing("fwd"))
     return torch.ops.flashattn.fwd
+
+
+def bwd_op():
+    """torch.ops.flashattn.bwd(dout, q, k, v, out, lse, softmax_scale, causal, deterministic,
+    backend) -> (dq, dk, dv), the backward custom op; RuntimeError as fwd_op() on an old torch."""
+    if not HAS_CUSTOM_OP:
+        raise RuntimeError(_custom_op_missing("bwd"))
+    return torch.ops.flashattn.bwd
 
 
 def _find_is_compiling():
@@ -225,34 +376,93 @@ def _scale_arg(softmax_scale) -> float:
     return s
 
 
-def flash_attn_forward(q, k, v, softmax_scale=None, causal=False, *, backend="auto"):
-    """(out, lse) with an explicit backend: "auto" | "sm90" | "sm80" | "reference"."""
+def flash_attn_forward(q, k, v, softmax_scale=None, causal=False, *, deterministic=False,
+                       backend="auto"):
+    """(out, lse) with an explicit backend: "auto" | "sm90" | "sm80" | "reference".
+    Differentiable; deterministic=True makes the backward bitwise reproducible."""
     _check_group(q, k, v)
     scale, causal, backend_id = _scale_arg(softmax_scale), bool(causal), _backend_id(backend)
+    deterministic = bool(deterministic)
     if not _is_compiling() and not (
             torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         # Plain eager call with nothing to differentiate: the op's own body, without the
         # dispatcher's per-call cost (tens of microseconds, as much as a short kernel).
         return _run(q, k, v, scale, causal, backend_id)
     if HAS_CUSTOM_OP:
-        return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id)
-    # torch < 2.4: no op to trace; autograd still records a node whose backward raises.
-    return _FwdFunction.apply(q, k, v, scale, causal, backend_id)
+        return torch.ops.flashattn.fwd(q, k, v, scale, causal, backend_id, deterministic)
+    # torch < 2.4: no op to trace; autograd records the Function's node instead.
+    return _FwdFunction.apply(q, k, v, scale, causal, backend_id, deterministic)
 
 
-def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, *,
-                    backend="auto"):
-    """FlashAttention forward with FlashAttention's argument names and layout.
+def flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False, *,
+                        deterministic=False, backend="auto"):
+    """(dq, dk, dv), new tensors, of sum(dout * out) from the forward's out and lse, without
+    autograd (e.g. to time or test the backward alone). softmax_scale and causal must be the
+    forward's; dk/dv are shaped like k/v (summed over each KV head's query heads under GQA)."""
+    args = (dout, q, k, v, out, lse, _scale_arg(softmax_scale), bool(causal),
+            bool(deterministic), _backend_id(backend))
+    if HAS_CUSTOM_OP and _is_compiling():
+        return torch.ops.flashattn.bwd(*args)
+    return _bwd_impl(*args)
+
+
+# FlashAttention 2 features this library does not have; each is refused by name rather than
+# ignored, since ignoring any of them would silently compute something else.
+def _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(
+            f"flash_attn_func: dropout_p must be a number, got {dropout_p!r}. The 4th positional "
+            f"argument is dropout_p, as in FlashAttention 2: pass softmax_scale and causal by "
+            f"keyword")
+    if dropout_p != 0:
+        raise NotImplementedError(
+            f"flash_attn_func: attention dropout (dropout_p={dropout_p}) is not supported by "
+            f"flashattn; pass dropout_p=0.0 (e.g. only in eval) or apply dropout outside")
+    try:
+        window = tuple(int(w) for w in window_size)
+    except (TypeError, ValueError):
+        raise TypeError(f"flash_attn_func: window_size must be a pair of ints, got "
+                        f"{window_size!r}") from None
+    if window != (-1, -1):
+        raise NotImplementedError(
+            f"flash_attn_func: sliding-window (local) attention (window_size={window_size!r}) "
+            f"is not supported by flashattn; only window_size=(-1, -1) (no window)")
+    if softcap != 0:
+        raise NotImplementedError(
+            f"flash_attn_func: logit softcapping (softcap={softcap}) is not supported by "
+            f"flashattn; only softcap=0.0")
+    if alibi_slopes is not None:
+        raise NotImplementedError(
+            "flash_attn_func: ALiBi (alibi_slopes) is not supported by flashattn; only "
+            "alibi_slopes=None")
+    if return_attn_probs:
+        raise NotImplementedError(
+            "flash_attn_func: return_attn_probs=True (the attention probabilities, a testing "
+            "aid of FlashAttention 2's dropout) is not supported by flashattn; use "
+            "return_lse=True for the log-sum-exp")
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                    return_attn_probs=False, return_lse=False, *, backend="auto"):
+    """FlashAttention with FlashAttention 2's arguments, layout and autograd.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k, headdim), with
     nheads % nheads_k == 0 (GQA/MQA); float16 or bfloat16 CUDA tensors whose last dimension has
     stride 1 (other strides are free: views such as packed-qkv slices are used without copies
     when 16-byte aligned with strides that are multiples of 8, and copied otherwise).
     softmax_scale defaults to 1/sqrt(headdim); causal masking is bottom-right aligned.
+    deterministic=True makes the backward's dq, dk, dv bitwise reproducible (run to run and
+    stream to stream), at some speed; the forward always is.
+    dropout_p, window_size, softcap, alibi_slopes and return_attn_probs exist for FlashAttention
+    2 compatibility; any value but their defaults raises NotImplementedError naming the feature.
     Returns out (batch, seqlen_q, nheads, headdim), or (out, lse) with lse
-    (batch, nheads, seqlen_q) float32 (natural log) when return_lse is True.
+    (batch, nheads, seqlen_q) float32 (natural log) when return_lse is True; gradients flow
+    back through both.
     """
-    out, lse = flash_attn_forward(q, k, v, softmax_scale, causal, backend=backend)
+    _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    out, lse = flash_attn_forward(q, k, v, softmax_scale, causal, deterministic=deterministic,
+                                  backend=backend)
     return (out, lse) if return_lse else out
 
 
@@ -263,3 +473,17 @@ def which_backend(q, k, v, softmax_scale=None, causal=False, backend="auto") -> 
     with torch.cuda.device(q.device):
         # q stands in for out: same shape and dtype, and resolve_backend writes nothing.
         return _lib.resolve_backend(dq, dk, dv, dq, 0, _scale_arg(softmax_scale), causal, backend)
+
+
+def which_backward_backend(q, k, v, softmax_scale=None, causal=False, deterministic=False,
+                           backend="auto") -> str:
+    """Name of the backend the library's backward would run for these inputs."""
+    _check_group(q, k, v)
+    (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
+    lse = torch.empty((q.size(0), q.size(2), q.size(1)), dtype=torch.float32, device=q.device)
+    with torch.cuda.device(q.device):
+        # q, k, v stand in for dout/out and the gradients: same shapes and dtypes, and
+        # resolving reads and writes none of them.
+        return _lib.resolve_backward_backend(dq, dq, dk, dv, dq, lse.data_ptr(), dq, dk, dv,
+                                             _scale_arg(softmax_scale), causal, deterministic,
+                                             backend)

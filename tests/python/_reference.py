@@ -1,4 +1,5 @@
-"""Naive attention in torch, used as the fp32 reference and as the low-precision yardstick."""
+"""Naive attention in torch, used as the fp32/fp64 reference and as the low-precision yardstick,
+forward (attention) and backward (attention_grads, by torch autograd through the same math)."""
 import math
 
 import torch
@@ -25,6 +26,21 @@ def attention(q, k, v, softmax_scale=None, causal=False, dtype=torch.float32):
     return out, lse
 
 
+def attention_grads(q, k, v, dout, softmax_scale=None, causal=False, dtype=torch.float64,
+                    dlse=None):
+    """(dq, dk, dv) in `dtype` of sum(dout * out) (+ sum(dlse * lse) when dlse is given) for
+    attention() computed in `dtype`; dk/dv shaped like k/v (GQA's repeat sums them back).
+    Works inside a backward too (where grad mode is off)."""
+    with torch.enable_grad():
+        qd, kd, vd = (t.detach().to(dtype).requires_grad_() for t in (q, k, v))
+        out, lse = attention(qd, kd, vd, softmax_scale, causal, dtype)
+    outs, grads = [out], [dout.to(dtype)]
+    if dlse is not None:
+        outs.append(lse)
+        grads.append(dlse.to(lse.dtype))
+    return torch.autograd.grad(outs, (qd, kd, vd), grads)
+
+
 def max_err(a, b):
     """max |a - b| in fp64, counting equal infinities (lse of masked rows) as no error."""
     a, b = a.double(), b.double()
@@ -34,3 +50,5 @@ def max_err(a, b):
 
 ATOL = {torch.float16: 2e-4, torch.bfloat16: 1e-3}
 LSE_ATOL = 1e-3
+# Gradients are O(1) for the tests' inputs (unit-variance dout): about one ulp at 1.
+GRAD_ATOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}

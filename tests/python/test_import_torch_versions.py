@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 _CTYPES_CHECKS = """
     from flashattn import c_api
     for name in ("find_library", "load_library", "library_version", "last_error", "forward",
-                 "resolve_backend", "make_tensor", "raise_for_status"):
+                 "resolve_backend", "make_tensor", "raise_for_status", "backward",
+                 "resolve_backward_backend", "has_backward", "backward_unavailable"):
         assert callable(getattr(c_api, name)), name
     assert flashattn.library_version is c_api.library_version
     t = c_api.make_tensor(0, c_api.DType.BF16, (2, 3, 4, 64), (768, 256, 64, 1))
@@ -39,6 +40,8 @@ _CTYPES_CHECKS = """
             assert "null data pointer" in c_api.last_error()
         else:
             raise AssertionError("forward on null pointers did not raise")
+        # With or without the backward symbols the library loads; has_backward says which.
+        assert c_api.has_backward() == (c_api.backward_unavailable() is None)
 """
 
 # A stand-in for a torch without torch.library.custom_op: the attributes flashattn._torch
@@ -75,10 +78,20 @@ _OLD_TORCH = """
     torch.library.Library = object  # torch 1.13's torch.library has Library, impl, define
     torch.autograd = types.ModuleType("torch.autograd")
 
+    class FunctionCtx:  # what _FwdFunction's forward and backward use of autograd's ctx
+        def save_for_backward(self, *tensors):
+            self.saved_tensors = tensors
+
+        def set_materialize_grads(self, value):
+            self.materialize_grads = value
+
     class Function:
+        last_ctx = None
+
         @classmethod
         def apply(cls, *args):
-            return cls.forward(types.SimpleNamespace(), *args)
+            Function.last_ctx = FunctionCtx()
+            return cls.forward(Function.last_ctx, *args)
 
     torch.autograd.Function = Function
     grad_enabled = [True]
@@ -113,19 +126,21 @@ def test_import_with_no_torch_at_all():
         assert "flashattn._torch" not in sys.modules  # the binding was never imported
         assert flashattn.__version__ == "0.1.0"
         for fn in (flashattn.flash_attn_func, flashattn.flash_attn_forward,
-                   flashattn.which_backend):
+                   flashattn.flash_attn_backward, flashattn.which_backend,
+                   flashattn.which_backward_backend):
             try:
                 fn(None, None, None)
             except ImportError as e:
                 assert "needs PyTorch" in str(e) and "flashattn.c_api" in str(e), e
             else:
                 raise AssertionError(f"{fn} without torch did not raise ImportError")
-        try:
-            flashattn.fwd_op()
-        except ImportError as e:
-            assert ">= 2.4" in str(e), e
-        else:
-            raise AssertionError("fwd_op without torch did not raise")
+        for op in (flashattn.fwd_op, flashattn.bwd_op):
+            try:
+                op()
+            except ImportError as e:
+                assert ">= 2.4" in str(e), e
+            else:
+                raise AssertionError(f"{op} without torch did not raise")
     """, _CTYPES_CHECKS)
 
 
@@ -139,14 +154,15 @@ def test_import_with_torch_lacking_custom_op():
         assert not hasattr(ft, "_fwd")  # nothing was registered
 
         # The compiled path says which torch it needs.
-        try:
-            flashattn.fwd_op()
-        except RuntimeError as e:
-            msg = str(e)
-            assert "torch >= 2.4" in msg and "1.13.1" in msg and "custom_op" in msg, msg
-            assert "torch.compile" in msg, msg
-        else:
-            raise AssertionError("fwd_op on torch 1.13 did not raise")
+        for op in (flashattn.fwd_op, flashattn.bwd_op):
+            try:
+                op()
+            except RuntimeError as e:
+                msg = str(e)
+                assert "torch >= 2.4" in msg and "1.13.1" in msg and "custom_op" in msg, msg
+                assert "torch.compile" in msg, msg
+            else:
+                raise AssertionError(f"{op} on torch 1.13 did not raise")
         assert ft._is_compiling() is False  # no torch.compiler / torch._dynamo: never compiling
 
         # The eager front end dispatches without the op: record what it launches.
@@ -158,21 +174,36 @@ def test_import_with_torch_lacking_custom_op():
         assert calls.pop() == ("run", 0.0, True, 0)  # nothing to differentiate: direct launch
         qg = torch.Tensor((2, 16, 4, 64), requires_grad=True)
         out = flashattn.flash_attn_func(qg, kv, kv, softmax_scale=0.5, return_lse=True,
-                                        backend="sm80")
+                                        deterministic=True, backend="sm80")
         assert out == ("out", "lse")
         assert calls.pop() == ("function", 0.5, False, 2)  # through the autograd.Function
+        ctx = torch.autograd.Function.last_ctx
+
+        # Its backward hands the saved tensors and the forward's arguments (deterministic
+        # included) to the backward body; lse got no gradient (None), so no lse term.
+        assert ctx.saved_tensors == (qg, kv, kv, "out", "lse"), ctx.saved_tensors
+        assert ctx.materialize_grads is False
+        ft._bwd_impl = lambda *a: calls.append(("bwd",) + a) or ("dq", "dk", "dv")
+        grads = ft._FwdFunction.backward(ctx, "dout", None)
+        assert grads == ("dq", "dk", "dv", None, None, None, None), grads
+        assert calls.pop() == ("bwd", "dout", qg, kv, kv, "out", "lse", 0.5, False, True, 2)
+
         grad_enabled[0] = False  # torch.no_grad(): direct launch again
         flashattn.flash_attn_func(qg, kv, kv)
         assert calls.pop()[0] == "run" and not calls
         grad_enabled[0] = True
 
-        # Its backward raises exactly as the custom op's does.
-        try:
-            ft._FwdFunction.backward(None, None, None)
-        except NotImplementedError as e:
-            assert str(e) == ft._BACKWARD_MISSING and "backward is not implemented" in str(e)
-        else:
-            raise AssertionError("backward did not raise NotImplementedError")
+        # FlashAttention 2's keywords this library lacks are refused by name, before any launch.
+        for kw, word in (({"dropout_p": 0.1}, "dropout"), ({"window_size": (8, 0)}, "window"),
+                         ({"softcap": 30.0}, "softcap"), ({"alibi_slopes": kv}, "ALiBi"),
+                         ({"return_attn_probs": True}, "return_attn_probs")):
+            try:
+                flashattn.flash_attn_func(q, kv, kv, **kw)
+            except NotImplementedError as e:
+                assert word in str(e), e
+            else:
+                raise AssertionError(f"{kw} was accepted")
+        assert not calls
 
         # Input checks still run before anything is dispatched.
         try:

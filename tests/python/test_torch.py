@@ -1,5 +1,6 @@
 """flash_attn_func against a torch reference, plus the op's integration with PyTorch:
-opcheck, torch.compile(fullgraph=True), CUDA graphs, autograd stub and error messages.
+opcheck, torch.compile(fullgraph=True), CUDA graphs, the eager path without the op, and error
+messages. The backward's tests are in test_backward.py.
 
 Correctness rule (docs/ARCHITECTURE.md): max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref in fp32
 and out_lowp the same naive attention computed in the input dtype; lse likewise (atol 1e-3).
@@ -245,21 +246,13 @@ def test_bad_rank_and_scale_rejected():
         flashattn.flash_attn_func(q, q, q, backend="sm70")
 
 
-def test_backward_raises_not_implemented():
-    q, k, v = (rand(1, 32, 2, 64).requires_grad_() for _ in range(3))
-    out = flashattn.flash_attn_func(q, k, v, causal=True)
-    assert out.requires_grad
-    with pytest.raises(NotImplementedError, match="backward"):
-        out.float().sum().backward()
-
-
 _EAGER_WITHOUT_OP = textwrap.dedent("""
     import torch
     custom_op = torch.library.custom_op
     del torch.library.custom_op  # as on a torch older than 2.4, while flashattn is imported
     import flashattn
     torch.library.custom_op = custom_op  # torch's own lazy imports may need it
-    from _reference import ATOL, attention, max_err
+    from _reference import ATOL, GRAD_ATOL, attention, attention_grads, max_err
     assert flashattn.HAS_TORCH and not flashattn.HAS_CUSTOM_OP
     try:
         torch.ops.flashattn.fwd
@@ -281,16 +274,24 @@ _EAGER_WITHOUT_OP = textwrap.dedent("""
         ref, _ = attention(q, k, v, None, causal, torch.float32)
         lowp, _ = attention(q, k, v, None, causal, q.dtype)
         assert max_err(out, ref) <= 2 * max_err(lowp, ref) + ATOL[q.dtype]
-    qg = q.clone().requires_grad_()
-    out = flashattn.flash_attn_func(qg, k, v, causal=True)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    out, lse = flashattn.flash_attn_func(qg, kg, vg, causal=True, return_lse=True)
     assert out.requires_grad and "FwdFunction" in type(out.grad_fn).__name__, out.grad_fn
     assert torch.equal(out, flashattn.flash_attn_func(q, k, v, causal=True))
-    try:
-        out.float().sum().backward()
-    except NotImplementedError as e:
-        assert "backward" in str(e), e
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    if flashattn.c_api.has_backward():  # the eager Function's backward: out's and lse's terms
+        grads = torch.autograd.grad((out, lse), (qg, kg, vg), (dout, dlse))
+        ref = attention_grads(q, k, v, dout, None, True, torch.float64, dlse)
+        lowp = attention_grads(q, k, v, dout, None, True, q.dtype, dlse)
+        for g, r, l in zip(grads, ref, lowp):
+            assert max_err(g, r) <= 2 * max_err(l, r) + GRAD_ATOL[q.dtype]
     else:
-        raise AssertionError("backward did not raise NotImplementedError")
+        try:
+            out.float().sum().backward()
+        except NotImplementedError as e:
+            assert "backward" in str(e), e
+        else:
+            raise AssertionError("backward without the library's backward did not raise")
     print("EAGER_OK")
 """)
 
