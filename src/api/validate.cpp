@@ -1,9 +1,11 @@
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace flashattn::detail {
 namespace {
@@ -26,6 +28,11 @@ bool is_supported_head_dim(int64_t d) {
 std::string shape_str(const TensorRef& t) {
   return "(" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) + ", " +
          std::to_string(t.shape[2]) + ", " + std::to_string(t.shape[3]) + ")";
+}
+
+std::string stride_str(const TensorRef& t) {
+  return "(" + std::to_string(t.stride[0]) + ", " + std::to_string(t.stride[1]) + ", " +
+         std::to_string(t.stride[2]) + ", " + std::to_string(t.stride[3]) + ")";
 }
 
 // Largest element offset reachable in `t` must fit int64 (and so must its byte offset).
@@ -62,6 +69,17 @@ Status check_tensor_layout(const TensorRef& t, const char* name, bool empty) {
   return Status::Ok();
 }
 
+Status check_dtype16(const TensorRef& t, const char* name) {
+  if (t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
+    return invalid(std::string(name) + ": unsupported dtype " + dtype_name(t.dtype) +
+                   " (float16 or bfloat16)");
+  return Status::Ok();
+}
+
+bool has_elements(const TensorRef& t) {
+  return t.shape[0] > 0 && t.shape[1] > 0 && t.shape[2] > 0 && t.shape[3] > 0;
+}
+
 }  // namespace
 
 Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out) {
@@ -73,9 +91,8 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   // dtypes first: every later message can assume one 16-bit dtype.
   const std::pair<const TensorRef*, const char*> all[] = {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&o, "out"}};
   for (auto [t, name] : all) {
-    if (t->dtype != DType::kFloat16 && t->dtype != DType::kBFloat16)
-      return invalid(std::string(name) + ": unsupported dtype " + dtype_name(t->dtype) +
-                     " (float16 or bfloat16)");
+    Status s = check_dtype16(*t, name);
+    if (!s.ok()) return s;
   }
   for (auto [t, name] : all) {
     if (t->dtype != q.dtype)
@@ -156,6 +173,284 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   r.scale_log2 = r.scale * 1.4426950408889634f;
   r.causal = a.causal;
   r.dtype = q.dtype == DType::kFloat16 ? ElemType::kFloat16 : ElemType::kBFloat16;
+  return Status::Ok();
+}
+
+// ---- Overlap of two strided views ----
+//
+// Comparing [first byte, last byte] extents alone would reject packed layouts whose views
+// interleave without sharing a byte (dq, dk, dv as slices of one (B, S, 3, H, D) buffer), so
+// views whose extents meet are split along their outer dimensions until the pieces' extents
+// are disjoint or both pieces are contiguous runs.
+namespace {
+
+using Addr = __int128;  // base + extent may pass int64 even when the extent alone fits
+
+// A ByteSet reduced to what decides overlap: dimensions sorted by stride (outermost first),
+// none of size 1 or stride 0 (they add no bytes), none that merely extend the contiguous run.
+struct Norm {
+  Addr base = 0;
+  int rank = 0;
+  int64_t n[4] = {}, s[4] = {};
+  Addr ext[5] = {};  // ext[k]: bytes spanned by dims k.. plus the run, from the piece's base
+};
+
+// (stride, size) pairs by stride, largest first. Hand-written: at most 4 entries, and GCC 12
+// flags std::sort's unrolled insertion on a 4-entry array (-Warray-bounds false positive).
+void sort_outer_first(std::pair<int64_t, int64_t>* dims, int r) {
+  for (int i = 1; i < r; ++i)
+    for (int j = i; j > 0 && dims[j - 1].first < dims[j].first; --j) std::swap(dims[j - 1], dims[j]);
+}
+
+bool normalize(const ByteSet& v, Norm* out) {
+  if (v.block <= 0) return false;
+  std::pair<int64_t, int64_t> dims[4];  // (stride, size)
+  int r = 0;
+  for (int k = 0; k < v.rank; ++k) {
+    if (v.size[k] <= 0) return false;
+    if (v.size[k] > 1 && v.stride[k] != 0) dims[r++] = {v.stride[k], v.size[k]};
+  }
+  sort_outer_first(dims, r);
+  int64_t block = v.block;
+  // An innermost dimension whose step does not pass the run's end only lengthens the run.
+  while (r > 0 && dims[r - 1].first <= block) {
+    block += (dims[r - 1].second - 1) * dims[r - 1].first;
+    --r;
+  }
+  Norm& m = *out;
+  m = Norm{};
+  m.base = static_cast<Addr>(v.base);
+  for (int k = 0; k < r; ++k) {
+    // (n0, s0) over (n1, s1) with s0 == n1 * s1 is one dimension of n0 * n1 steps of s1.
+    if (m.rank > 0 && m.s[m.rank - 1] == dims[k].second * dims[k].first) {
+      m.n[m.rank - 1] *= dims[k].second;
+      m.s[m.rank - 1] = dims[k].first;
+    } else {
+      m.n[m.rank] = dims[k].second;
+      m.s[m.rank] = dims[k].first;
+      ++m.rank;
+    }
+  }
+  m.ext[m.rank] = block;
+  for (int k = m.rank - 1; k >= 0; --k) m.ext[k] = m.ext[k + 1] + Addr(m.n[k] - 1) * m.s[k];
+  return true;
+}
+
+Addr floor_div(Addr a, Addr b) {  // b > 0
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// Enough for any layout a framework produces (a few dozen steps); a pair that needs more
+// interleaves at a fine grain and gets kUnknown rather than an unbounded search.
+constexpr int kOverlapBudget = 1 << 16;
+
+struct OverlapSearch {
+  const Norm& a;
+  const Norm& b;
+  int budget = kOverlapBudget;
+
+  // Do a's piece from dimension ka at base pa and b's from kb at pb share a byte?
+  Overlap run(int ka, Addr pa, int kb, Addr pb) {
+    if (--budget < 0) return Overlap::kUnknown;
+    const Addr a_end = pa + a.ext[ka], b_end = pb + b.ext[kb];
+    if (a_end <= pb || b_end <= pa) return Overlap::kDisjoint;
+    if (ka == a.rank && kb == b.rank) return Overlap::kOverlap;  // two runs that meet
+    if (ka < a.rank && kb < b.rank && a.s[ka] == b.s[kb]) {
+      // Slice i of a against slice j of b depends only on j - i: try each shift d whose
+      // pieces' extents meet, instead of every (i, j) pair.
+      const Addr st = a.s[ka], ea = a.ext[ka + 1], eb = b.ext[kb + 1];
+      const Addr lo = std::max<Addr>(floor_div(pa - pb - eb, st) + 1, -(a.n[ka] - 1));
+      const Addr hi = std::min<Addr>(floor_div(pa + ea - pb - 1, st), b.n[kb] - 1);
+      for (Addr d = lo; d <= hi; ++d) {
+        const Overlap r = run(ka + 1, pa, kb + 1, pb + d * st);
+        if (r != Overlap::kDisjoint) return r;
+      }
+      return Overlap::kDisjoint;
+    }
+    // Split the piece with the coarser outer step: fewer of its slices reach the other.
+    const bool split_a = kb == b.rank || (ka < a.rank && a.s[ka] > b.s[kb]);
+    if (split_a) return split(a, ka, pa, b_end, pb, [&](Addr p) { return run(ka + 1, p, kb, pb); });
+    return split(b, kb, pb, a_end, pa, [&](Addr p) { return run(ka, pa, kb + 1, p); });
+  }
+
+  // Runs `sub` on each slice of v's dimension k (at base p) whose extent meets [o_lo, o_end).
+  template <class Sub>
+  Overlap split(const Norm& v, int k, Addr p, Addr o_end, Addr o_lo, Sub sub) {
+    const Addr st = v.s[k], e = v.ext[k + 1];
+    const Addr lo = std::max<Addr>(floor_div(o_lo - p - e, st) + 1, 0);
+    const Addr hi = std::min<Addr>(floor_div(o_end - 1 - p, st), v.n[k] - 1);
+    for (Addr i = lo; i <= hi; ++i) {
+      const Overlap r = sub(p + i * st);
+      if (r != Overlap::kDisjoint) return r;
+    }
+    return Overlap::kDisjoint;
+  }
+};
+
+}  // namespace
+
+ByteSet byte_set(const TensorRef& t) {
+  ByteSet v;
+  v.base = reinterpret_cast<uintptr_t>(t.data);
+  v.rank = 4;
+  for (int k = 0; k < 4; ++k) {
+    v.size[k] = t.shape[k];
+    v.stride[k] = t.stride[k] * 2;
+  }
+  v.block = 2;
+  return v;
+}
+
+Overlap overlap(const ByteSet& a, const ByteSet& b) {
+  Norm na, nb;
+  if (!normalize(a, &na) || !normalize(b, &nb)) return Overlap::kDisjoint;
+  OverlapSearch search{na, nb};
+  return search.run(0, na.base, 0, nb.base);
+}
+
+Overlap self_overlap(const ByteSet& v) {
+  std::pair<int64_t, int64_t> dims[4];  // (stride, size), outermost first
+  int r = 0;
+  for (int k = 0; k < v.rank; ++k) {
+    if (v.size[k] <= 0 || v.block <= 0) return Overlap::kDisjoint;
+    if (v.size[k] > 1) dims[r++] = {v.stride[k], v.size[k]};
+  }
+  sort_outer_first(dims, r);
+  // Two distinct indices first differ in some dimension k: they meet iff the sub-view below k
+  // meets a copy of itself moved by d steps of k, for some 1 <= d < size.
+  int budget = 1024;  // shifts; each is a bounded overlap() of its own
+  for (int k = 0; k < r; ++k) {
+    if (dims[k].first == 0) return Overlap::kOverlap;
+    ByteSet w;
+    w.base = v.base;
+    w.block = v.block;
+    Addr ext = v.block;
+    for (int j = k + 1; j < r; ++j) {
+      w.size[w.rank] = dims[j].second;
+      w.stride[w.rank++] = dims[j].first;
+      ext += Addr(dims[j].second - 1) * dims[j].first;
+    }
+    const Addr d_max = std::min<Addr>((ext - 1) / dims[k].first, dims[k].second - 1);
+    for (Addr d = 1; d <= d_max; ++d) {
+      if (--budget < 0) return Overlap::kUnknown;
+      ByteSet moved = w;
+      moved.base += static_cast<uintptr_t>(d * dims[k].first);
+      const Overlap o = overlap(w, moved);
+      if (o != Overlap::kDisjoint) return o;
+    }
+  }
+  return Overlap::kDisjoint;
+}
+
+// ---- Backward ----
+
+Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out) {
+  // q, k, v, out: exactly the forward's rules (and its scale, GQA and dims in `fp`). lse is
+  // checked below: the forward's is optional, the backward's is not.
+  ForwardArgs fa;
+  fa.q = a.q;
+  fa.k = a.k;
+  fa.v = a.v;
+  fa.out = a.out;
+  fa.softmax_scale = a.softmax_scale;
+  fa.causal = a.causal;
+  fa.backend = a.backend;
+  FwdParams fp;
+  bool empty = false;
+  Status s = validate_and_convert(fa, &fp, &empty);
+  if (!s.ok()) return s;
+
+  struct Like {
+    const TensorRef* t;
+    const char* name;
+    const TensorRef* ref;
+    const char* ref_name;
+  };
+  const Like like[] = {{&a.dout, "dout", &a.q, "q"},
+                       {&a.dq, "dq", &a.q, "q"},
+                       {&a.dk, "dk", &a.k, "k"},
+                       {&a.dv, "dv", &a.v, "v"}};
+  for (const Like& l : like) {
+    if (!(s = check_dtype16(*l.t, l.name)).ok()) return s;
+    if (l.t->dtype != l.ref->dtype)
+      return invalid(std::string(l.name) + ": dtype " + dtype_name(l.t->dtype) + " differs from " +
+                     l.ref_name + "'s " + dtype_name(l.ref->dtype));
+    if (!(s = check_tensor_layout(*l.t, l.name, /*empty=*/true)).ok()) return s;
+    for (int i = 0; i < 4; ++i)
+      if (l.t->shape[i] != l.ref->shape[i])
+        return invalid(std::string(l.name) + ": shape " + shape_str(*l.t) + " differs from " +
+                       l.ref_name + "'s " + shape_str(*l.ref));
+  }
+
+  // An empty call reads nothing, so only the gradients it zero-fills need real layouts.
+  for (const Like& l : like) {
+    const bool written = l.t != &a.dout && has_elements(*l.t);
+    if (!empty || written)
+      if (!(s = check_tensor_layout(*l.t, l.name, /*empty=*/false)).ok()) return s;
+  }
+  int64_t lse_elems = 0;  // only read when the call is not empty (then the forward's check
+                          // has bounded B * Hq * Sq * 4 by int64)
+  if (!empty) {
+    lse_elems = a.q.shape[0] * a.q.shape[2] * a.q.shape[1];
+    if (a.lse == nullptr) return invalid("lse: null pointer");
+    if (reinterpret_cast<uintptr_t>(a.lse) % alignof(float) != 0)
+      return invalid("lse: pointer is not 4-byte aligned");
+  }
+
+  // A gradient written over an input corrupts what other blocks still read; two gradients
+  // over each other race. Inputs may share memory (packed qkv): they are only read.
+  struct Named {
+    ByteSet bytes;
+    const char* name;
+  };
+  ByteSet lse_bytes;
+  lse_bytes.base = reinterpret_cast<uintptr_t>(a.lse);
+  lse_bytes.block = lse_elems * static_cast<int64_t>(sizeof(float));
+  const Named inputs[] = {{byte_set(a.dout), "dout"}, {byte_set(a.q), "q"}, {byte_set(a.k), "k"},
+                          {byte_set(a.v), "v"},       {byte_set(a.out), "out"}, {lse_bytes, "lse"}};
+  const Named grads[] = {{byte_set(a.dq), "dq"}, {byte_set(a.dk), "dk"}, {byte_set(a.dv), "dv"}};
+  const TensorRef* grad_refs[] = {&a.dq, &a.dk, &a.dv};
+  auto check = [](const Named& g, const Named& other) -> Status {
+    switch (overlap(g.bytes, other.bytes)) {
+      case Overlap::kDisjoint: return Status::Ok();
+      case Overlap::kOverlap: return invalid(std::string(g.name) + ": overlaps " + other.name);
+      case Overlap::kUnknown:
+        return invalid(std::string(g.name) + ": may overlap " + other.name +
+                       " (their strides interleave too finely to prove them disjoint)");
+    }
+    return Status::Ok();
+  };
+  for (int g = 0; g < 3; ++g) {
+    // Two elements of one gradient on the same bytes: writers race (stride 0, or a stride
+    // smaller than what it steps over).
+    switch (self_overlap(grads[g].bytes)) {
+      case Overlap::kDisjoint: break;
+      case Overlap::kOverlap:
+        return invalid(std::string(grads[g].name) + ": elements overlap each other (strides " +
+                       stride_str(*grad_refs[g]) + ")");
+      case Overlap::kUnknown:
+        return invalid(std::string(grads[g].name) + ": elements may overlap each other (strides " +
+                       stride_str(*grad_refs[g]) + " interleave too finely to prove otherwise)");
+    }
+    if (!empty)
+      for (const Named& in : inputs)
+        if (!(s = check(grads[g], in)).ok()) return s;
+    for (int h = 0; h < g; ++h)
+      if (!(s = check(grads[g], grads[h])).ok()) return s;
+  }
+
+  if (empty_out) *empty_out = empty;
+  if (p == nullptr || empty) return Status::Ok();
+  BwdParams& r = *p;
+  r = BwdParams{};
+  static_cast<AttnParams&>(r) = fp;
+  r.dout = {a.dout.data, a.dout.stride[0], a.dout.stride[1], a.dout.stride[2]};
+  r.o = {a.out.data, a.out.stride[0], a.out.stride[1], a.out.stride[2]};
+  r.lse = a.lse;
+  r.dq = {a.dq.data, a.dq.stride[0], a.dq.stride[1], a.dq.stride[2]};
+  r.dk = {a.dk.data, a.dk.stride[0], a.dk.stride[1], a.dk.stride[2]};
+  r.dv = {a.dv.data, a.dv.stride[0], a.dv.stride[1], a.dv.stride[2]};
+  r.deterministic = a.deterministic;
   return Status::Ok();
 }
 

@@ -1,5 +1,7 @@
-// Argument validation and conversion of the public ForwardArgs into FwdParams.
+// Argument validation and conversion of the public argument structs into the internal params.
 #pragma once
+
+#include <cstdint>
 
 #include "common/params.h"
 #include "flashattn/flashattn.h"
@@ -8,5 +10,36 @@ namespace flashattn::detail {
 
 // Validates `a`; on success fills `*p` (when non-null) and sets `*empty` when any size is 0.
 Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty);
+
+// The backward's rules: q, k, v, out as the forward takes them, dout/dq like q, dk/dv like k/v,
+// lse present and aligned, and no gradient sharing a byte with an input or another gradient.
+// On success fills `*p` (when non-null and the call is not empty) and sets `*empty` when any
+// size is 0. An empty call reads no input, so only the gradients that have elements (the ones
+// backward() zero-fills) are checked beyond shapes and dtypes.
+Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty);
+
+// The bytes a strided view touches, for the overlap check: `block` contiguous bytes at
+// base + sum(i_k * stride[k]) for every index i_k < size[k] (strides in bytes, any order).
+struct ByteSet {
+  uintptr_t base = 0;
+  int rank = 0;
+  int64_t size[4] = {0, 0, 0, 0};
+  int64_t stride[4] = {0, 0, 0, 0};
+  int64_t block = 0;
+};
+
+// A 16-bit (B, S, H, D) tensor's bytes; empty when any size is 0.
+ByteSet byte_set(const TensorRef& t);
+
+enum class Overlap { kDisjoint, kOverlap, kUnknown };
+
+// Whether two views share a byte: exact, except that a pair whose strides interleave so finely
+// that deciding takes more than a fixed amount of work answers kUnknown (callers treat it as an
+// overlap: a gradient written over an input would go unnoticed otherwise).
+Overlap overlap(const ByteSet& a, const ByteSet& b);
+
+// Whether two elements of one view share a byte (a stride of 0, or one smaller than what it
+// steps over); kUnknown as above.
+Overlap self_overlap(const ByteSet& v);
 
 }  // namespace flashattn::detail
