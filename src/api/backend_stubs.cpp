@@ -9,6 +9,11 @@ Status sm90_supports(const FwdParams&) {
   return {StatusCode::kNotSupported, "backend sm90 is not built (FLASHATTN_ARCHS lacks 90a)"};
 }
 Status sm90_forward(const FwdParams& p, cudaStream_t) { return sm90_supports(p); }
+// With 90a built, src/sm90/bwd/launcher.cu defines these.
+Status sm90_supports(const BwdParams&) {
+  return {StatusCode::kNotSupported, "backend sm90 is not built (FLASHATTN_ARCHS lacks 90a)"};
+}
+Status sm90_backward(const BwdParams& p, cudaStream_t) { return sm90_supports(p); }
 #endif
 
 #if !FLASHATTN_HAS_SM80
@@ -18,5 +23,7 @@ Status sm80_supports(const FwdParams&) {
 }
 Status sm80_forward(const FwdParams& p, cudaStream_t) { return sm80_supports(p); }
 #endif
+// sm80_supports/sm80_backward(BwdParams) are in api/backward.cpp for every build: the family
+// has no backward kernel yet.
 
 }  // namespace flashattn::detail

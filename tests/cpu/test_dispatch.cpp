@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdint>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -207,4 +209,127 @@ TEST(DeviceInfoCache, OrdinalsPastTheTableAreQueriedEachTime) {
   EXPECT_TRUE(cache.get(big, &info).ok());
   EXPECT_EQ(info.index, big);
   EXPECT_EQ(cache.query_count(), 2);
+}
+
+// ---- Backward dispatch (choose_backend(BwdParams)) ----
+
+namespace {
+
+// Made-up, disjoint, aligned addresses (validation reads no tensor memory).
+char* bwd_region(int i) { return reinterpret_cast<char*>((uintptr_t{1} << 44) + (uintptr_t{1} << 40) * i); }
+
+detail::BwdParams bwd_params(int d = 128, bool deterministic = false) {
+  BackwardArgs a;
+  a.dout = make_contiguous(bwd_region(0), DType::kBFloat16, 1, 128, 4, d);
+  a.q = make_contiguous(bwd_region(1), DType::kBFloat16, 1, 128, 4, d);
+  a.k = make_contiguous(bwd_region(2), DType::kBFloat16, 1, 128, 4, d);
+  a.v = make_contiguous(bwd_region(3), DType::kBFloat16, 1, 128, 4, d);
+  a.out = make_contiguous(bwd_region(4), DType::kBFloat16, 1, 128, 4, d);
+  a.lse = reinterpret_cast<const float*>(bwd_region(5));
+  a.dq = make_contiguous(bwd_region(6), DType::kBFloat16, 1, 128, 4, d);
+  a.dk = make_contiguous(bwd_region(7), DType::kBFloat16, 1, 128, 4, d);
+  a.dv = make_contiguous(bwd_region(8), DType::kBFloat16, 1, 128, 4, d);
+  a.deterministic = deterministic;
+  detail::BwdParams p;
+  bool empty = true;
+  const Status s = detail::validate_and_convert(a, &p, &empty);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(empty);
+  return p;
+}
+
+constexpr std::pair<int, int> kCapabilities[] = {{8, 0}, {8, 9}, {9, 0}};
+
+}  // namespace
+
+TEST(BwdDispatch, OldDeviceIsRejectedClearly) {
+  for (Backend r : {Backend::kAuto, Backend::kReference, Backend::kSm90, Backend::kSm80}) {
+    Backend b = Backend::kAuto;
+    const Status s = detail::choose_backend(bwd_params(), r, 7, 5, &b);
+    EXPECT_EQ(s.code(), StatusCode::kNoDevice) << backend_name(r);
+    EXPECT_NE(s.message().find("8.0 or newer"), std::string::npos) << s.message();
+  }
+}
+
+TEST(BwdDispatch, ReferenceAlwaysAvailable) {
+  for (auto [maj, min] : kCapabilities) {
+    Backend b = Backend::kAuto;
+    EXPECT_TRUE(detail::choose_backend(bwd_params(), Backend::kReference, maj, min, &b).ok());
+    EXPECT_EQ(b, Backend::kReference);
+  }
+}
+
+TEST(BwdDispatch, Sm90NeedsHopperAndItsSupport) {
+  for (int d : {64, 96, 128, 192, 256}) {
+    for (auto [maj, min] : kCapabilities) {
+      const detail::BwdParams p = bwd_params(d);
+      Backend b = Backend::kAuto;
+      const Status s = detail::choose_backend(p, Backend::kSm90, maj, min, &b);
+      const Status family = detail::sm90_supports(p);
+      if (maj == 9 && detail::sm90_built() && family.ok()) {
+        EXPECT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(b, Backend::kSm90);
+        continue;
+      }
+      EXPECT_EQ(s.code(), StatusCode::kNotSupported) << d << " " << maj << "." << min;
+      EXPECT_NE(s.message().find("sm90"), std::string::npos) << s.message();
+      EXPECT_EQ(b, Backend::kAuto);  // untouched on refusal
+      if (maj == 9 && detail::sm90_built()) {
+        EXPECT_EQ(s.message(), family.message());
+      }
+    }
+  }
+}
+
+TEST(BwdDispatch, Sm80HasNoBackwardYet) {
+  for (auto [maj, min] : kCapabilities) {
+    Backend b = Backend::kAuto;
+    const Status s = detail::choose_backend(bwd_params(), Backend::kSm80, maj, min, &b);
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+    EXPECT_NE(s.message().find("backend sm80: no backward kernel yet"), std::string::npos)
+        << s.message();
+    EXPECT_EQ(b, Backend::kAuto);
+  }
+  EXPECT_EQ(detail::sm80_backward(bwd_params(), nullptr).code(), StatusCode::kNotSupported);
+}
+
+TEST(BwdDispatch, AutoPicksSm90OnHopperElseTheReference) {
+  for (int d : {64, 96, 128, 192, 256}) {
+    for (bool det : {false, true}) {
+      for (auto [maj, min] : kCapabilities) {
+        const detail::BwdParams p = bwd_params(d, det);
+        Backend b = Backend::kSm80;
+        ASSERT_TRUE(detail::choose_backend(p, Backend::kAuto, maj, min, &b).ok());
+        const bool sm90 = maj == 9 && detail::sm90_built() && detail::sm90_supports(p).ok();
+        EXPECT_EQ(b, sm90 ? Backend::kSm90 : Backend::kReference)
+            << "d " << d << " deterministic " << det << " cc " << maj << "." << min;
+      }
+    }
+  }
+}
+
+TEST(BwdDispatch, UnknownRequestIsInvalid) {
+  Backend b = Backend::kAuto;
+  const Status s = detail::choose_backend(bwd_params(), static_cast<Backend>(9), 9, 0, &b);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("backend"), std::string::npos) << s.message();
+}
+
+TEST(BwdDispatch, NoDeviceGivesOneClearError) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  BackwardArgs a;
+  a.dout = make_contiguous(bwd_region(0), DType::kFloat16, 1, 8, 1, 64);
+  a.q = a.k = a.v = a.out = make_contiguous(bwd_region(1), DType::kFloat16, 1, 8, 1, 64);
+  a.lse = reinterpret_cast<const float*>(bwd_region(5));
+  a.dq = make_contiguous(bwd_region(6), DType::kFloat16, 1, 8, 1, 64);
+  a.dk = make_contiguous(bwd_region(7), DType::kFloat16, 1, 8, 1, 64);
+  a.dv = make_contiguous(bwd_region(8), DType::kFloat16, 1, 8, 1, 64);
+  for (Backend r : {Backend::kAuto, Backend::kReference, Backend::kSm90}) {
+    a.backend = r;
+    const Status s = backward(a);
+    EXPECT_EQ(s.code(), StatusCode::kNoDevice) << s.message();
+    EXPECT_NE(s.message().find("compute capability 8.0"), std::string::npos) << s.message();
+    Backend b;
+    EXPECT_EQ(resolve_backend(a, &b).message(), s.message());
+  }
 }
