@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Side-by-side forward benchmark: flashattn vs cuDNN vs FlashAttention-2 (PyTorch SDPA backends).
+"""Side-by-side benchmark: flashattn vs cuDNN vs FlashAttention-2 (PyTorch SDPA backends),
+forward, backward, or both.
 
 For every point of the standard grid (batch*seqlen = 16k tokens, H = 2048/D, D in {64,128,256},
 seqlen 512..16k, causal and not, bf16) plus the seed shape (B=1, H=64, S=1024, D=128, fp16,
@@ -8,13 +9,23 @@ non-causal), it first checks our output against an fp32 torch reference
 Then it times ours, cuDNN and FA2 on the same tensors in this process with
 triton.testing.do_bench medians, prints a table, and writes JSON + a bar chart PNG to --out.
 
-FLOPs = 4*B*H*Sq*Sk*D, halved for causal (Sq == Sk).
+--direction picks what is timed (default fwd):
+  fwd     the forward (out, lse), as always;
+  bwd     the backward alone: the forward runs once untimed, then autograd.grad(out, (q, k, v),
+          dout) is timed (bench/_bwd_compare.py says how each library's backward is isolated);
+  fwdbwd  forward and backward in one call, as a training step runs them.
+In bwd/fwdbwd the check also compares our dq, dk, dv with an fp32 reference (the same rule).
+
+FLOPs = 4*B*H*Sq*Sk*D for the forward, halved for causal (Sq == Sk); the backward counts 2.5x
+that and forward+backward 3.5x (FlashAttention's convention).
 
     python bench/compare.py                  # full grid, backend auto, docs/perf/
     python bench/compare.py --quick          # a few points
     python bench/compare.py --backend sm90 --dims 128 --seqlens 1024,4096 --causal no
     python bench/compare.py --impls cudnn --dims 128 --seqlens 2048 --causal no --no-seed
                                              # cuDNN alone (e.g. under ncu: scripts/profile-sm90.sh)
+    python bench/compare.py --direction bwd --timer graph --quick
+                                             # backward kernels only, vs cuDNN's and FA2's
 """
 from __future__ import annotations
 
@@ -43,6 +54,9 @@ import torch.nn.functional as F
 import triton
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # when imported rather than run
+import _bwd_compare as bwd  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ATOL = {torch.float16: 2e-4, torch.bfloat16: 1e-3}
@@ -166,19 +180,20 @@ def max_err_vs_ref(out, q, k, v, causal):
 
 # ----------------------------------------------------------------------------- timing
 
-def bench_ms(fn, warmup, rep, timer="eager"):
+def bench_ms(fn, warmup, rep, timer="eager", stream=None):
     """do_bench median of fn. timer="graph" times a CUDA-graph replay of one call instead, so
     the host-side cost of the call (Python, dispatch, ctypes) drops out and kernels are
-    compared with kernels; every implementation is timed the same way."""
+    compared with kernels; every implementation is timed the same way. stream: where fn's work
+    must be captured (a backward runs on its forward's stream); None = a fresh side stream."""
     if timer == "graph":
-        side = torch.cuda.Stream()
+        side = stream if stream is not None else torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
                 fn()  # warm-up outside capture (lazy init, cuDNN plan building)
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, stream=stream):
             fn()
         fn = g.replay
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
@@ -191,17 +206,45 @@ def sdpa_fn(backend, qt, kt, vt, causal):
     return run
 
 
-def check_ours(row, q, k, v, causal, backend):
-    """Runs ours once and checks it against the fp32 reference; sets row's status."""
+def check_ours(row, q, k, v, causal, backend, dout=None, deterministic=False):
+    """Runs ours once and checks it against the fp32 reference (the gradients too when dout is
+    given); sets row's status."""
     try:
         row["resolved"] = flashattn.which_backend(q, k, v, causal=causal, backend=backend)
         out, lse = flashattn.flash_attn_forward(q, k, v, None, causal, backend=backend)
         torch.cuda.synchronize()
         row["check"] = check(out, lse, q, k, v, causal)
-        row["status"] = "ok" if row["check"]["pass"] else "FAIL"
+        ok = row["check"]["pass"]
+        del out, lse
+        if dout is not None:
+            row["resolved_bwd"] = flashattn.which_backward_backend(
+                q, k, v, causal=causal, deterministic=deterministic, backend=backend)
+            grads = bwd.ours_grads(q, k, v, dout, causal, flashattn, backend, deterministic)
+            torch.cuda.synchronize()
+            row["grad_check"] = bwd.check_grads(grads, q, k, v, dout, causal)
+            ok = ok and row["grad_check"]["pass"]
+        row["status"] = "ok" if ok else "FAIL"
     except (ValueError, NotImplementedError, RuntimeError) as e:
         row["status"] = "ERROR"
         row["error"] = f"{type(e).__name__}: {e}"
+
+
+def timed_fn(name, args, q, k, v, dout, causal):
+    """(callable, capture stream) timing `name` in args.direction on these tensors."""
+    if args.direction == "fwd":
+        if name == "ours":
+            return (lambda: flashattn.flash_attn_forward(q, k, v, None, causal,
+                                                         backend=args.backend)), None
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D) views for SDPA
+        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION}[name]
+        return sdpa_fn(backend, qt, kt, vt, causal), None
+    if args.direction == "bwd":
+        # The forward runs once here, on the stream the graph timer will capture on.
+        stream = torch.cuda.Stream() if args.timer == "graph" else None
+        return bwd.make_bwd_fn(name, q, k, v, dout, causal, flashattn, args.backend,
+                               args.deterministic, stream), stream
+    return bwd.make_fwdbwd_fn(name, q, k, v, dout, causal, flashattn, args.backend,
+                              args.deterministic), None
 
 
 def run_point(pt, args):
@@ -213,34 +256,39 @@ def run_point(pt, args):
         return (torch.randn(B, S, H, D, device="cuda", generator=g) + 0.3).to(dt)
 
     q, k, v = rnd(), rnd(), rnd()
-    flops = 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-    row = dict(pt, flops=flops)
+    # The gradient flowing into out, for the backward directions (same for every library).
+    dout = None if args.direction == "fwd" else torch.randn(
+        B, S, H, D, device="cuda", generator=g).to(dt)
+    flops = bwd.flops(B, H, S, S, D, causal, args.direction)
+    row = dict(pt, direction=args.direction, flops=flops)
     if "ours" in args.impls:
-        check_ours(row, q, k, v, causal, args.backend)
+        check_ours(row, q, k, v, causal, args.backend, dout, args.deterministic)
     else:
         row["status"] = "skipped"  # nothing of ours runs: neither checked nor timed
-    ours = lambda: flashattn.flash_attn_forward(q, k, v, None, causal, backend=args.backend)  # noqa
-    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D) views for SDPA
-    for name, fn in (("ours", ours if row["status"] == "ok" else None),
-                     ("cudnn", sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)),
-                     ("fa2", sdpa_fn(SDPBackend.FLASH_ATTENTION, qt, kt, vt, causal))):
+    for name in ("ours", "cudnn", "fa2"):
         row[f"{name}_ms"] = row[f"{name}_tflops"] = None
-        if fn is None or name not in args.impls:
+        if name not in args.impls or (name == "ours" and row["status"] != "ok"):
             continue
         try:
+            fn, stream = timed_fn(name, args, q, k, v, dout, causal)
             if name != "ours" and args.check_sdpa:
-                o = fn()
+                res = fn()
                 torch.cuda.synchronize()
-                row[f"{name}_err"] = max_err_vs_ref(o.transpose(1, 2), q, k, v, causal)
-            ms = bench_ms(fn, args.warmup, args.rep, args.timer)
+                if args.direction == "fwd":
+                    row[f"{name}_err"] = max_err_vs_ref(res.transpose(1, 2), q, k, v, causal)
+                else:
+                    row[f"{name}_grad_err"] = bwd.grad_errors(res, q, k, v, dout, causal)[0]
+                del res
+            ms = bench_ms(fn, args.warmup, args.rep, args.timer, stream)
             row[f"{name}_ms"] = ms
             row[f"{name}_tflops"] = flops / (ms * 1e-3) / 1e12
+            del fn
         except Exception as e:  # an SDPA backend that does not take this shape
             row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     for other in ("cudnn", "fa2"):
         a, b = row["ours_tflops"], row[f"{other}_tflops"]
         row[f"ours_over_{other}"] = a / b if a and b else None
-    del q, k, v
+    del q, k, v, dout
     torch.cuda.empty_cache()
     return row
 
@@ -278,11 +326,24 @@ def print_table(rows):
               f"{r['status']}" + (f" ({r['error']})" if r.get("error") else "")
               + (f" err {r['check']['out_err']:.2e} > {r['check']['out_bound']:.2e} / lse "
                  f"{r['check']['lse_err']:.2e} > {r['check']['lse_bound']:.2e}"
-                 if r["status"] == "FAIL" else ""))
-    print("(TFLOPS; ratios are ours / theirs; do_bench medians)")
+                 if r["status"] == "FAIL" else "")
+              + ("".join(f" / {n} {r['grad_check']['grad_err'][n]:.2e} > "
+                         f"{r['grad_check']['grad_bound'][n]:.2e}"
+                         for n in ("dq", "dk", "dv"))
+                 if r["status"] == "FAIL" and "grad_check" in r else ""))
+    direction = rows[0].get("direction", "fwd") if rows else "fwd"
+    print(f"({DIRECTION_NAMES[direction]} TFLOPS; ratios are ours / theirs; do_bench medians)")
 
 
-def plot(rows, env, path, backend):
+DIRECTION_NAMES = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward+backward"}
+FLOPS_DOC = {
+    "fwd": "4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
+    "bwd": "2.5 * 4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
+    "fwdbwd": "3.5 * 4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
+}
+
+
+def plot(rows, env, path, backend, direction="fwd"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -326,7 +387,7 @@ def plot(rows, env, path, backend):
         ax.legend(fontsize=7, loc="upper left", ncol=3)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
-    fig.suptitle(f"forward TFLOPS on {env['device']} (driver {env['driver']}, torch "
+    fig.suptitle(f"{DIRECTION_NAMES[direction]} TFLOPS on {env['device']} (driver {env['driver']}, torch "
                  f"{env['torch']}, cuDNN {env['cudnn']})", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -337,7 +398,7 @@ def ints(s):
     return [int(x) for x in s.split(",") if x]
 
 
-def main(argv=None):
+def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="auto", choices=["auto", "sm90", "sm80", "reference"])
@@ -360,13 +421,38 @@ def main(argv=None):
                          "nothing of ours is checked or timed)")
     ap.add_argument("--check-sdpa", action="store_true",
                     help="also report cuDNN's and FA2's max error vs the fp32 reference")
+    ap.add_argument("--direction", default="fwd", choices=list(bwd.DIRECTIONS),
+                    help="fwd: the forward; bwd: the backward alone (forward run once, "
+                         "untimed); fwdbwd: both in one call")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="our backward with deterministic=True (bitwise reproducible)")
     ap.add_argument("--out", default=str(REPO / "docs" / "perf"), help="output folder")
-    ap.add_argument("--name", default=None, help="file stem (default compare-<backend>[-quick])")
+    ap.add_argument("--name", default=None,
+                    help="file stem (default compare-<backend>[-<direction>][-graph][-quick]; "
+                         "no direction part for fwd)")
+    return ap
+
+
+def parse_args(argv=None):
+    ap = build_parser()
     args = ap.parse_args(argv)
     if not args.impls or set(args.impls) - {"ours", "cudnn", "fa2"}:
         ap.error("--impls: a comma-separated subset of ours,cudnn,fa2")
     if args.quick:
         args.dims, args.seqlens = [128], [1024, 4096]
+    return args
+
+
+def output_stem(args):
+    """File stem of the JSON and PNG: the forward's names are unchanged by --direction."""
+    return args.name or (f"compare-{args.backend}"
+                         + (f"-{args.direction}" if args.direction != "fwd" else "")
+                         + ("-graph" if args.timer == "graph" else "")
+                         + ("-quick" if args.quick else ""))
+
+
+def main(argv=None):
+    args = parse_args(argv)
 
     if not torch.cuda.is_available():
         print("compare.py: no CUDA device", file=sys.stderr)
@@ -377,7 +463,8 @@ def main(argv=None):
     print(f"torch    {env['torch']} (CUDA {env['torch_cuda']})  cuDNN {env['cudnn']}  "
           f"triton {env['triton']}")
     print(f"flashattn {env['flashattn']} lib {env['libflashattn']} ({env['libflashattn_path']})"
-          f"  backend {args.backend}")
+          f"  backend {args.backend}  direction {args.direction}"
+          + ("  deterministic" if args.deterministic else ""))
     print()
 
     rows = []
@@ -392,16 +479,18 @@ def main(argv=None):
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = args.name or (f"compare-{args.backend}" + ("-graph" if args.timer == "graph" else "")
-                         + ("-quick" if args.quick else ""))
+    stem = output_stem(args)
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "name")}
     (out / f"{stem}.json").write_text(json.dumps(
-        {"env": env, "settings": settings,
-         "flops": "4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
-         "timer": f"triton.testing.do_bench median (ms), {args.timer} calls", "rows": rows},
+        {"env": env, "settings": settings, "direction": args.direction,
+         "flops": FLOPS_DOC[args.direction],
+         "timer": f"triton.testing.do_bench median (ms), {args.timer} calls"
+                  + ("" if args.direction != "bwd" else
+                     "; backward alone: autograd.grad after one untimed forward"),
+         "rows": rows},
         indent=1))
     try:
-        plot(rows, env, out / f"{stem}.png", args.backend)
+        plot(rows, env, out / f"{stem}.png", args.backend, args.direction)
     except ImportError as e:
         print(f"no plot: {e}")
     print(f"\nwrote {out / (stem + '.json')} and {out / (stem + '.png')}")
