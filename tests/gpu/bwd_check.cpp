@@ -1,0 +1,218 @@
+#include "bwd_check.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gpu_util.h"
+#include "reference/cpu_reference.h"
+#include "reference/device_check.h"
+
+namespace flashattn::testing {
+namespace {
+
+using Vec = std::vector<double>;
+
+int64_t key_end(const ref::Problem& pr, int64_t i) {
+  return pr.causal ? std::clamp<int64_t>(i + pr.sk - pr.sq + 1, 0, pr.sk) : pr.sk;
+}
+
+// Rows [s0, s1) of heads [h0, h0 + nh) of batch b of a contiguous (B, S, H, D) host tensor,
+// as a contiguous (1, s1 - s0, nh, D) one.
+Vec slice(const Vec& t, int S, int H, int D, int b, int h0, int nh, int s0, int s1) {
+  Vec r(size_t(s1 - s0) * nh * D);
+  for (int s = s0; s < s1; ++s)
+    for (int h = 0; h < nh; ++h) {
+      const double* src = t.data() + ((int64_t(b) * S + s) * H + h0 + h) * D;
+      std::copy(src, src + D, r.data() + (int64_t(s - s0) * nh + h) * D);
+    }
+  return r;
+}
+
+// Runs the tasks on up to 16 threads (the fp64 row blocks and the lowp groups are independent).
+void run_parallel(const std::vector<std::function<void()>>& tasks) {
+  const unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t t = next++; t < tasks.size(); t = next++) tasks[t]();
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < n; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+// One (batch, kv head) group's references, laid out like slice()'s output: dq as (Sq, ratio, D),
+// dk and dv as (Sk, 1, D).
+struct Group {
+  int b = 0, hk = 0;
+  Vec dq64, dk64, dv64, dq_low, dk_low, dv_low;
+  std::mutex mu;  // fp64 row blocks add their dk/dv partials under it
+};
+
+// Appends the fp64 tasks of group g: blocks of rows, each a sub-problem whose causal alignment
+// keeps every row's visible keys (keys [0, sk') with sk' = r1 + sk - sq cover all its rows see).
+// Summing the blocks' dk/dv partials in fp64 changes nothing that matters.
+void fp64_tasks(const BwdHostData& h, Group* g, std::vector<std::function<void()>>* tasks) {
+  const ref::Problem& pr = h.pr;
+  const int ratio = pr.hq / pr.hkv;
+  g->dq64.assign(size_t(pr.sq) * ratio * pr.d, 0.0);
+  g->dk64.assign(size_t(pr.sk) * pr.d, 0.0);
+  g->dv64.assign(size_t(pr.sk) * pr.d, 0.0);
+  const int block = std::max(64, pr.sq / 32 + 1);
+  for (int r0 = 0; r0 < pr.sq; r0 += block) {
+    const int r1 = std::min(pr.sq, r0 + block);
+    const int sk_sub = pr.causal ? int(std::clamp<int64_t>(int64_t(r1) + pr.sk - pr.sq, 0, pr.sk)) : pr.sk;
+    if (sk_sub == 0) continue;  // no row of the block sees a key: dq stays 0
+    tasks->push_back([&h, g, r0, r1, sk_sub, ratio] {
+      ref::Problem sub = h.pr;
+      sub.b = 1; sub.sq = r1 - r0; sub.sk = sk_sub; sub.hq = ratio; sub.hkv = 1;
+      const int D = sub.d;
+      const Vec q = slice(h.q, h.pr.sq, h.pr.hq, D, g->b, g->hk * ratio, ratio, r0, r1);
+      const Vec dout = slice(h.dout, h.pr.sq, h.pr.hq, D, g->b, g->hk * ratio, ratio, r0, r1);
+      const Vec k = slice(h.k, h.pr.sk, h.pr.hkv, D, g->b, g->hk, 1, 0, sk_sub);
+      const Vec v = slice(h.v, h.pr.sk, h.pr.hkv, D, g->b, g->hk, 1, 0, sk_sub);
+      Vec dq(q.size()), dk(k.size()), dv(v.size());
+      ref::attention_backward_fp64(sub, q.data(), k.data(), v.data(), dout.data(), dq.data(),
+                                   dk.data(), dv.data());
+      std::copy(dq.begin(), dq.end(), g->dq64.begin() + int64_t(r0) * ratio * D);
+      std::lock_guard<std::mutex> lock(g->mu);
+      for (size_t e = 0; e < dk.size(); ++e) {
+        g->dk64[e] += dk[e];
+        g->dv64[e] += dv[e];
+      }
+    });
+  }
+}
+
+// The lowp backward rounds dk/dv once, after the whole group: it runs as one task.
+void lowp_task(const BwdHostData& h, Group* g, std::vector<std::function<void()>>* tasks) {
+  tasks->push_back([&h, g] {
+    const ref::Problem& pr = h.pr;
+    const int ratio = pr.hq / pr.hkv, D = pr.d;
+    ref::Problem sub = pr;
+    sub.b = 1; sub.hq = ratio; sub.hkv = 1;
+    const int h0 = g->hk * ratio;
+    const Vec q = slice(h.q, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
+    const Vec dout = slice(h.dout, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
+    const Vec out = slice(h.out, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
+    const Vec k = slice(h.k, pr.sk, pr.hkv, D, g->b, g->hk, 1, 0, pr.sk);
+    const Vec v = slice(h.v, pr.sk, pr.hkv, D, g->b, g->hk, 1, 0, pr.sk);
+    // lse is (B, Hq, Sq): the group's heads are adjacent.
+    const auto l0 = h.lse.begin() + (int64_t(g->b) * pr.hq + h0) * pr.sq;
+    const Vec lse(l0, l0 + int64_t(ratio) * pr.sq);
+    g->dq_low.resize(q.size());
+    g->dk_low.resize(k.size());
+    g->dv_low.resize(v.size());
+    ref::attention_backward_lowp(sub, h.dt, q.data(), k.data(), v.data(), out.data(), lse.data(),
+                                 dout.data(), g->dq_low.data(), g->dk_low.data(), g->dv_low.data());
+  });
+}
+
+// Groups to check: all when they fit the budget, else 0, G-1, 1, G-2, ... as far as it goes.
+std::vector<int> pick_groups(const ref::Problem& pr, double budget) {
+  const int total = pr.b * pr.hkv;
+  double pairs = 0;
+  for (int i = 0; i < pr.sq; ++i) pairs += double(key_end(pr, i));
+  const double cost = std::max(1.0, pairs * (pr.hq / pr.hkv) * pr.d);
+  const int fit = budget <= 0 ? 0 : std::clamp(int(budget / cost), 1, total);
+  std::vector<int> picked;
+  for (int lo = 0, hi = total - 1; int(picked.size()) < fit; ++lo, --hi) {
+    picked.push_back(lo);
+    if (hi != lo && int(picked.size()) < fit) picked.push_back(hi);
+  }
+  return picked;
+}
+
+std::string num(double x) { return std::to_string(x); }
+
+}  // namespace
+
+BwdReport check_backward(const BackwardArgs& a, double budget) {
+  BwdHostData h;
+  h.dt = a.q.dtype;
+  ref::Problem& pr = h.pr;
+  pr.b = int(a.q.shape[0]); pr.sq = int(a.q.shape[1]); pr.hq = int(a.q.shape[2]);
+  pr.d = int(a.q.shape[3]); pr.sk = int(a.k.shape[1]); pr.hkv = int(a.k.shape[2]);
+  pr.causal = a.causal;
+  pr.scale = a.softmax_scale;
+  h.q = to_host(a.q); h.k = to_host(a.k); h.v = to_host(a.v);
+  h.dout = to_host(a.dout); h.out = to_host(a.out);
+  h.dq = to_host(a.dq); h.dk = to_host(a.dk); h.dv = to_host(a.dv);
+  std::vector<float> lse(size_t(pr.b) * pr.hq * pr.sq);
+  EXPECT_EQ(cudaMemcpy(lse.data(), a.lse, lse.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  h.lse.assign(lse.begin(), lse.end());
+  return check_backward_host(h, budget);
+}
+
+BwdReport check_backward_host(const BwdHostData& h, double budget) {
+  BwdReport rep;
+  const ref::Problem& pr = h.pr;
+  const std::pair<const Vec*, const char*> grads[] = {{&h.dq, "dq"}, {&h.dk, "dk"}, {&h.dv, "dv"}};
+  for (auto [t, name] : grads) {
+    const auto nans = std::count_if(t->begin(), t->end(), [](double x) { return std::isnan(x); });
+    if (nans > 0) rep.message += std::string(name) + ": " + std::to_string(nans) + " NaN; ";
+  }
+  int64_t nonzero = 0;
+  for (int b = 0; b < pr.b; ++b)
+    for (int i = 0; i < pr.sq && key_end(pr, i) == 0; ++i)  // such rows are a prefix
+      for (int hq = 0; hq < pr.hq; ++hq)
+        for (int e = 0; e < pr.d; ++e)
+          nonzero += h.dq[((int64_t(b) * pr.sq + i) * pr.hq + hq) * pr.d + e] != 0.0;
+  if (nonzero > 0)
+    rep.message += "dq: " + std::to_string(nonzero) + " nonzero elements on rows without keys; ";
+
+  const std::vector<int> picked = pick_groups(pr, budget);
+  rep.groups_total = pr.b * pr.hkv;
+  rep.groups_checked = int(picked.size());
+  std::vector<Group> groups(picked.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t n = 0; n < picked.size(); ++n) {  // the long lowp tasks first
+    groups[n].b = picked[n] / pr.hkv;
+    groups[n].hk = picked[n] % pr.hkv;
+    lowp_task(h, &groups[n], &tasks);
+  }
+  for (auto& g : groups) fp64_tasks(h, &g, &tasks);
+  run_parallel(tasks);
+
+  // Gather each gradient over the checked groups, ours beside the two references.
+  const int ratio = pr.hq / pr.hkv;
+  Vec ours[3], ref64[3], low[3];
+  for (const Group& g : groups) {
+    const Vec dq = slice(h.dq, pr.sq, pr.hq, pr.d, g.b, g.hk * ratio, ratio, 0, pr.sq);
+    const Vec dk = slice(h.dk, pr.sk, pr.hkv, pr.d, g.b, g.hk, 1, 0, pr.sk);
+    const Vec dv = slice(h.dv, pr.sk, pr.hkv, pr.d, g.b, g.hk, 1, 0, pr.sk);
+    const Vec* mine[3] = {&dq, &dk, &dv};
+    const Vec* exact[3] = {&g.dq64, &g.dk64, &g.dv64};
+    const Vec* lowp[3] = {&g.dq_low, &g.dk_low, &g.dv_low};
+    for (int t = 0; t < 3; ++t) {
+      ours[t].insert(ours[t].end(), mine[t]->begin(), mine[t]->end());
+      ref64[t].insert(ref64[t].end(), exact[t]->begin(), exact[t]->end());
+      low[t].insert(low[t].end(), lowp[t]->begin(), lowp[t]->end());
+    }
+  }
+  for (int t = 0; t < 3 && !groups.empty(); ++t) {
+    // atol scales with the tensor: gradients of long rows reach tens, where the dtype's
+    // absolute tolerance alone would be below one unit in the last place.
+    double mag = 0;
+    for (double x : ref64[t]) mag = std::max(mag, std::fabs(x));
+    const double atol = check::default_atol(h.dt) * std::max(1.0, mag);
+    const ref::RuleResult r = ref::check_rule(ours[t], ref64[t], low[t], atol);
+    if (!r.pass)
+      rep.message += std::string(grads[t].second) + ": err " + num(r.err) + " > bound " +
+                     num(r.bound) + " (lowp err " + num(r.lowp_err) + ", max|ref| " + num(mag) +
+                     "); ";
+  }
+  if (!rep.message.empty())
+    rep.message += std::to_string(rep.groups_checked) + "/" + std::to_string(rep.groups_total) +
+                   " groups checked";
+  rep.pass = rep.message.empty();
+  return rep;
+}
+
+}  // namespace flashattn::testing
