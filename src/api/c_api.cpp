@@ -1,10 +1,11 @@
-// C ABI: reads the versioned params struct (rules in flashattn_c.h), converts it to the C++ API
+// C ABI: reads the versioned params structs (rules in flashattn_c.h), converts them to the C++ API
 // and keeps the last error per thread. The positional entry points fill a params struct and
 // take the same path.
 #include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "flashattn/flashattn.h"
 #include "flashattn/flashattn_c.h"
@@ -21,6 +22,15 @@ static_assert(kForwardParamsSizes[std::size(kForwardParamsSizes) - 1] == sizeof(
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
 
+// The same for flashattn_backward_params_t.
+constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1};
+
+static_assert(offsetof(flashattn_backward_params_t, struct_size) == 0, "struct_size must come first");
+static_assert(kBackwardParamsSizes[std::size(kBackwardParamsSizes) - 1] == sizeof(flashattn_backward_params_t),
+              "flashattn_backward_params_t grew (or has tail padding): list the new version's size");
+static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
+static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
+
 thread_local std::string g_last_error;
 
 int fail(const flashattn::Status& s) {
@@ -35,16 +45,37 @@ int invalid(std::string msg) {
 
 int null_arg(const char* name) { return invalid(std::string(name) + ": null tensor descriptor"); }
 
+// What the size rule needs to know of one params struct type.
+template <class Params>
+struct ParamsInfo;
+template <>
+struct ParamsInfo<flashattn_forward_params_t> {
+  static constexpr const char* kName = "flashattn_forward_params_t";
+  static constexpr const char* kInit = "flashattn_forward_params_init";
+  static constexpr size_t kFirst = FLASHATTN_FORWARD_PARAMS_SIZE_V1;
+  static constexpr const size_t* kSizes = kForwardParamsSizes;
+  static constexpr size_t kCount = std::size(kForwardParamsSizes);
+};
+template <>
+struct ParamsInfo<flashattn_backward_params_t> {
+  static constexpr const char* kName = "flashattn_backward_params_t";
+  static constexpr const char* kInit = "flashattn_backward_params_init";
+  static constexpr size_t kFirst = FLASHATTN_BACKWARD_PARAMS_SIZE_V1;
+  static constexpr const size_t* kSizes = kBackwardParamsSizes;
+  static constexpr size_t kCount = std::size(kBackwardParamsSizes);
+};
+
 // Copies the caller's struct into *out, fields it does not have set to their defaults (zero).
-int read_forward_params(const flashattn_forward_params_t* in, flashattn_forward_params_t* out) {
+template <class Params>
+int read_params(const Params* in, Params* out) {
+  using Info = ParamsInfo<Params>;
   if (in == nullptr) return invalid("params: null pointer");
   const size_t size = in->struct_size;
-  const size_t known = sizeof(flashattn_forward_params_t);
+  const size_t known = sizeof(Params);
   const std::string got = "params.struct_size: " + std::to_string(size);
-  if (size < FLASHATTN_FORWARD_PARAMS_SIZE_V1)
-    return invalid(got + " is smaller than the first version's " +
-                   std::to_string(FLASHATTN_FORWARD_PARAMS_SIZE_V1) +
-                   " (set it with flashattn_forward_params_init or to sizeof)");
+  if (size < Info::kFirst)
+    return invalid(got + " is smaller than the first version's " + std::to_string(Info::kFirst) +
+                   " (set it with " + Info::kInit + " or to sizeof)");
   if (size > FLASHATTN_PARAMS_MAX_SIZE)
     return invalid(got + " exceeds " + std::to_string(FLASHATTN_PARAMS_MAX_SIZE) +
                    " (uninitialized struct?)");
@@ -58,9 +89,8 @@ int read_forward_params(const flashattn_forward_params_t* in, flashattn_forward_
                        "this library does not know (upgrade libflashattn)");
   } else {
     bool listed = false;
-    for (size_t s : kForwardParamsSizes) listed = listed || s == size;
-    if (!listed)
-      return invalid(got + " is not the size of any version of flashattn_forward_params_t");
+    for (size_t i = 0; i < Info::kCount; ++i) listed = listed || Info::kSizes[i] == size;
+    if (!listed) return invalid(got + " is not the size of any version of " + Info::kName);
   }
   std::memset(out, 0, known);
   std::memcpy(out, in, size < known ? size : known);
@@ -88,7 +118,7 @@ flashattn::TensorRef to_ref(const flashattn_tensor_t& t) {
 // The C++ arguments for a caller's params struct (checked against the size rule first).
 int build_args(const flashattn_forward_params_t* params, flashattn::ForwardArgs* a) {
   flashattn_forward_params_t p;
-  if (int rc = read_forward_params(params, &p)) return rc;
+  if (int rc = read_params(params, &p)) return rc;
   if (int rc = check_dtype(p.q, "q")) return rc;
   if (int rc = check_dtype(p.k, "k")) return rc;
   if (int rc = check_dtype(p.v, "v")) return rc;
@@ -101,6 +131,30 @@ int build_args(const flashattn_forward_params_t* params, flashattn::ForwardArgs*
   a->lse = p.lse;
   a->softmax_scale = p.softmax_scale;
   a->causal = p.causal != 0;
+  a->backend = static_cast<flashattn::Backend>(p.backend);  // range checked by validation
+  return FLASHATTN_OK;
+}
+
+int build_args(const flashattn_backward_params_t* params, flashattn::BackwardArgs* a) {
+  flashattn_backward_params_t p;
+  if (int rc = read_params(params, &p)) return rc;
+  const std::pair<const flashattn_tensor_t*, const char*> tensors[] = {
+      {&p.dout, "dout"}, {&p.q, "q"},   {&p.k, "k"},   {&p.v, "v"},
+      {&p.out, "out"},   {&p.dq, "dq"}, {&p.dk, "dk"}, {&p.dv, "dv"}};
+  for (auto [t, name] : tensors)
+    if (int rc = check_dtype(*t, name)) return rc;
+  a->dout = to_ref(p.dout);
+  a->q = to_ref(p.q);
+  a->k = to_ref(p.k);
+  a->v = to_ref(p.v);
+  a->out = to_ref(p.out);
+  a->lse = p.lse;  // null: validation names it
+  a->dq = to_ref(p.dq);
+  a->dk = to_ref(p.dk);
+  a->dv = to_ref(p.dv);
+  a->softmax_scale = p.softmax_scale;
+  a->causal = p.causal != 0;
+  a->deterministic = p.deterministic != 0;
   a->backend = static_cast<flashattn::Backend>(p.backend);  // range checked by validation
   return FLASHATTN_OK;
 }
@@ -139,6 +193,27 @@ extern "C" int flashattn_forward_ex(const flashattn_forward_params_t* params, vo
 
 extern "C" int flashattn_resolve_backend_ex(const flashattn_forward_params_t* params, int* chosen) {
   flashattn::ForwardArgs a;
+  if (int rc = build_args(params, &a)) return rc;
+  if (chosen == nullptr) return invalid("chosen: null pointer");
+  flashattn::Backend b = flashattn::Backend::kReference;
+  flashattn::Status s = flashattn::resolve_backend(a, &b);
+  if (!s.ok()) return fail(s);
+  *chosen = static_cast<int>(b);
+  return FLASHATTN_OK;
+}
+
+extern "C" size_t flashattn_backward_params_size(void) { return sizeof(flashattn_backward_params_t); }
+
+extern "C" int flashattn_backward_ex(const flashattn_backward_params_t* params, void* stream) {
+  flashattn::BackwardArgs a;
+  if (int rc = build_args(params, &a)) return rc;
+  flashattn::Status s = flashattn::backward(a, static_cast<cudaStream_t>(stream));
+  return s.ok() ? FLASHATTN_OK : fail(s);
+}
+
+extern "C" int flashattn_resolve_backward_backend_ex(const flashattn_backward_params_t* params,
+                                                     int* chosen) {
+  flashattn::BackwardArgs a;
   if (int rc = build_args(params, &a)) return rc;
   if (chosen == nullptr) return invalid("chosen: null pointer");
   flashattn::Backend b = flashattn::Backend::kReference;

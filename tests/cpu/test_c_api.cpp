@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -224,4 +225,230 @@ TEST(CApiParams, PositionalFormMatchesStructForm) {
   EXPECT_EQ(rc, rc_ex);
   EXPECT_EQ(rc, FLASHATTN_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(flashattn_last_error()), msg_ex);
+}
+
+// ---- Backward: flashattn_backward_params_t ----
+
+namespace {
+
+// Made-up, disjoint, aligned addresses: validation reads no tensor memory.
+char* region(int i) { return reinterpret_cast<char*>((uintptr_t{1} << 44) + (uintptr_t{1} << 40) * i); }
+
+flashattn_tensor_t at(int i, int64_t b, int64_t s, int64_t h, int64_t d) {
+  flashattn_tensor_t t = tensor(b, s, h, d);
+  t.data = region(i);
+  return t;
+}
+
+// A call validation accepts; b = 0 launches nothing and needs no device.
+flashattn_backward_params_t bwd_params(int64_t b = 1) {
+  flashattn_backward_params_t p;
+  flashattn_backward_params_init(&p);
+  p.dout = at(0, b, 8, 4, 64);
+  p.q = at(1, b, 8, 4, 64);
+  p.k = at(2, b, 8, 2, 64);
+  p.v = at(3, b, 8, 2, 64);
+  p.out = at(4, b, 8, 4, 64);
+  p.lse = reinterpret_cast<const float*>(region(5));
+  p.dq = at(6, b, 8, 4, 64);
+  p.dk = at(7, b, 8, 2, 64);
+  p.dv = at(8, b, 8, 2, 64);
+  return p;
+}
+
+flashattn::TensorRef ref(const flashattn_tensor_t& t) {
+  return flashattn::make_contiguous(t.data, static_cast<flashattn::DType>(t.dtype), t.shape[0],
+                                    t.shape[1], t.shape[2], t.shape[3]);
+}
+
+flashattn::BackwardArgs cpp_args(const flashattn_backward_params_t& p) {
+  flashattn::BackwardArgs a;
+  a.dout = ref(p.dout); a.q = ref(p.q); a.k = ref(p.k); a.v = ref(p.v); a.out = ref(p.out);
+  a.lse = p.lse;
+  a.dq = ref(p.dq); a.dk = ref(p.dk); a.dv = ref(p.dv);
+  a.softmax_scale = p.softmax_scale;
+  a.causal = p.causal != 0;
+  a.deterministic = p.deterministic != 0;
+  a.backend = static_cast<flashattn::Backend>(p.backend);
+  return a;
+}
+
+// Version 1 as a caller compiled against it has it.
+struct BwdParamsV1 {
+  size_t struct_size;
+  flashattn_tensor_t dout, q, k, v, out;
+  const float* lse;
+  flashattn_tensor_t dq, dk, dv;
+  float softmax_scale;
+  int32_t causal;
+  int32_t deterministic;
+  int32_t backend;
+};
+
+struct BwdParamsNewer {
+  flashattn_backward_params_t known;
+  uint64_t newer_fields[2];
+};
+
+}  // namespace
+
+TEST(CApiBwdParams, LayoutAndSize) {
+  EXPECT_EQ(flashattn_backward_params_size(), sizeof(flashattn_backward_params_t));
+  EXPECT_EQ(sizeof(BwdParamsV1), FLASHATTN_BACKWARD_PARAMS_SIZE_V1);
+  EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 % 8, 0u);
+  EXPECT_EQ(offsetof(BwdParamsV1, lse), offsetof(flashattn_backward_params_t, lse));
+  EXPECT_EQ(offsetof(BwdParamsV1, dv), offsetof(flashattn_backward_params_t, dv));
+  EXPECT_EQ(offsetof(BwdParamsV1, backend), offsetof(flashattn_backward_params_t, backend));
+  flashattn_backward_params_t p;
+  std::memset(&p, 0xab, sizeof p);
+  flashattn_backward_params_init(&p);
+  EXPECT_EQ(p.struct_size, sizeof p);
+  EXPECT_EQ(p.lse, nullptr);
+  EXPECT_EQ(p.softmax_scale, 0.f);
+  EXPECT_EQ(p.causal, 0);
+  EXPECT_EQ(p.deterministic, 0);
+  EXPECT_EQ(p.backend, FLASHATTN_BACKEND_AUTO);
+}
+
+TEST(CApiBwdParams, NullParamsAndChosen) {
+  int chosen = -1;
+  EXPECT_EQ(flashattn_backward_ex(nullptr, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "params: null")) << flashattn_last_error();
+  EXPECT_EQ(flashattn_resolve_backward_backend_ex(nullptr, &chosen), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "params: null")) << flashattn_last_error();
+  const flashattn_backward_params_t p = bwd_params();
+  EXPECT_EQ(flashattn_resolve_backward_backend_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "chosen: null")) << flashattn_last_error();
+}
+
+TEST(CApiBwdParams, TooSmallStructSize) {
+  for (size_t size : {size_t{0}, sizeof(size_t), FLASHATTN_BACKWARD_PARAMS_SIZE_V1 - 8,
+                      FLASHATTN_BACKWARD_PARAMS_SIZE_V1 - 1}) {
+    flashattn_backward_params_t p = bwd_params(0);
+    p.struct_size = size;
+    EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT) << size;
+    EXPECT_TRUE(contains(flashattn_last_error(), "params.struct_size")) << flashattn_last_error();
+    EXPECT_TRUE(contains(flashattn_last_error(), "smaller than the first version"))
+        << flashattn_last_error();
+    EXPECT_TRUE(contains(flashattn_last_error(), "flashattn_backward_params_init"))
+        << flashattn_last_error();
+  }
+}
+
+TEST(CApiBwdParams, OnlyVersionSizesUpToSizeof) {
+  // Every size from the first version to this header's sizeof: accepted exactly at a version's
+  // size, rejected between two (none lie between while there is one version).
+  for (size_t size = FLASHATTN_BACKWARD_PARAMS_SIZE_V1; size <= sizeof(flashattn_backward_params_t);
+       ++size) {
+    BwdParamsNewer n{};
+    n.known = bwd_params(0);
+    n.known.struct_size = size;
+    const int rc = flashattn_backward_ex(&n.known, nullptr);
+    if (size == FLASHATTN_BACKWARD_PARAMS_SIZE_V1 || size == sizeof(flashattn_backward_params_t)) {
+      EXPECT_EQ(rc, FLASHATTN_OK) << size << ": " << flashattn_last_error();
+    } else {
+      EXPECT_EQ(rc, FLASHATTN_INVALID_ARGUMENT) << size;
+      EXPECT_TRUE(contains(flashattn_last_error(), "not the size of any version of "
+                                                   "flashattn_backward_params_t"))
+          << flashattn_last_error();
+    }
+  }
+}
+
+TEST(CApiBwdParams, ImplausiblyLargeStructSize) {
+  for (size_t size : {size_t{FLASHATTN_PARAMS_MAX_SIZE} + 8, size_t{1} << 40}) {
+    flashattn_backward_params_t p = bwd_params(0);
+    p.struct_size = size;  // garbage: never read past the struct
+    EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(flashattn_last_error(), "params.struct_size")) << flashattn_last_error();
+    EXPECT_TRUE(contains(flashattn_last_error(), "exceeds")) << flashattn_last_error();
+  }
+}
+
+TEST(CApiBwdParams, NewerCallerWithUnknownFields) {
+  BwdParamsNewer n{};
+  n.known = bwd_params(0);
+  for (size_t extra : {size_t{4}, size_t{8}, sizeof n.newer_fields}) {
+    n.known.struct_size = sizeof n.known + extra;
+    EXPECT_EQ(flashattn_backward_ex(&n.known, nullptr), FLASHATTN_OK) << flashattn_last_error();
+    int chosen = -1;
+    const int rc = flashattn_resolve_backward_backend_ex(&n.known, &chosen);
+    EXPECT_NE(rc, FLASHATTN_INVALID_ARGUMENT) << flashattn_last_error();
+  }
+  n.known.struct_size = sizeof n;
+  reinterpret_cast<unsigned char*>(n.newer_fields)[9] = 1;
+  EXPECT_EQ(flashattn_backward_ex(&n.known, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "not zero")) << flashattn_last_error();
+  EXPECT_TRUE(contains(flashattn_last_error(),
+                       ("byte " + std::to_string(sizeof n.known + 9)).c_str()))
+      << flashattn_last_error();
+  int chosen = -1;
+  EXPECT_EQ(flashattn_resolve_backward_backend_ex(&n.known, &chosen), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_EQ(chosen, -1);
+}
+
+TEST(CApiBwdParams, OldCallerIsAccepted) {
+  BwdParamsV1 old;
+  std::memset(&old, 0, sizeof old);
+  old.struct_size = sizeof old;
+  const flashattn_backward_params_t p = bwd_params(0);
+  old.dout = p.dout; old.q = p.q; old.k = p.k; old.v = p.v; old.out = p.out;
+  old.dq = p.dq; old.dk = p.dk; old.dv = p.dv;
+  old.deterministic = 1;
+  const auto* as_params = reinterpret_cast<const flashattn_backward_params_t*>(&old);
+  EXPECT_EQ(flashattn_backward_ex(as_params, nullptr), FLASHATTN_OK) << flashattn_last_error();
+}
+
+TEST(CApiBwdParams, BadArgumentsAreNamed) {
+  struct Case {
+    const char* needle;
+    void (*spoil)(flashattn_backward_params_t*);
+  };
+  const Case cases[] = {
+      {"lse: null pointer", [](flashattn_backward_params_t* p) { p->lse = nullptr; }},
+      {"dout: unknown dtype", [](flashattn_backward_params_t* p) { p->dout.dtype = 42; }},
+      {"dv: unknown dtype", [](flashattn_backward_params_t* p) { p->dv.dtype = -1; }},
+      {"dq: unsupported dtype float32", [](flashattn_backward_params_t* p) { p->dq.dtype = FLASHATTN_FP32; }},
+      {"dk: shape", [](flashattn_backward_params_t* p) { p->dk = at(7, 1, 9, 2, 64); }},
+      {"dq: null data pointer", [](flashattn_backward_params_t* p) { p->dq.data = nullptr; }},
+      {"dk: overlaps v", [](flashattn_backward_params_t* p) { p->dk.data = p->v.data; }},
+      {"dv: overlaps dk", [](flashattn_backward_params_t* p) { p->dv.data = p->dk.data; }},
+      {"k: heads", [](flashattn_backward_params_t* p) {
+         p->k = p->v = at(2, 1, 8, 3, 64);
+         p->dk = at(7, 1, 8, 3, 64);
+         p->dv = at(8, 1, 8, 3, 64);
+       }},
+      {"softmax_scale", [](flashattn_backward_params_t* p) { p->softmax_scale = -1.f; }},
+      {"backend", [](flashattn_backward_params_t* p) { p->backend = 99; }},
+      {"backend", [](flashattn_backward_params_t* p) { p->backend = -1; }},
+  };
+  for (const Case& c : cases) {
+    flashattn_backward_params_t p = bwd_params();
+    c.spoil(&p);
+    EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT) << c.needle;
+    EXPECT_TRUE(contains(flashattn_last_error(), c.needle)) << c.needle << " / " << flashattn_last_error();
+    int chosen = -1;
+    EXPECT_EQ(flashattn_resolve_backward_backend_ex(&p, &chosen), FLASHATTN_INVALID_ARGUMENT);
+    EXPECT_EQ(chosen, -1);
+  }
+}
+
+TEST(CApiBwdParams, MatchesCpp) {
+  // The struct carries causal, deterministic and the backend through: resolve answers as the
+  // C++ API does for the same arguments (on a machine without a GPU, both say so).
+  for (int backend : {FLASHATTN_BACKEND_AUTO, FLASHATTN_BACKEND_REFERENCE, FLASHATTN_BACKEND_SM80}) {
+    flashattn_backward_params_t p = bwd_params();
+    p.causal = 1;
+    p.deterministic = 1;
+    p.backend = backend;
+    flashattn::Backend b = flashattn::Backend::kAuto;
+    const flashattn::Status s = flashattn::resolve_backend(cpp_args(p), &b);
+    int chosen = -1;
+    EXPECT_EQ(flashattn_resolve_backward_backend_ex(&p, &chosen), static_cast<int>(s.code()));
+    if (s.ok()) {
+      EXPECT_EQ(chosen, static_cast<int>(b));
+    } else {
+      EXPECT_EQ(std::string(flashattn_last_error()), s.message());
+    }
+  }
 }
