@@ -418,12 +418,12 @@ def _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_at
         raise NotImplementedError(
             f"flash_attn_func: attention dropout (dropout_p={dropout_p}) is not supported by "
             f"flashattn; pass dropout_p=0.0 (e.g. only in eval) or apply dropout outside")
-    try:
-        window = tuple(int(w) for w in window_size)
-    except (TypeError, ValueError):
+    # Plain unpacking, no generator or try: this runs under torch.compile's tracing too.
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         raise TypeError(f"flash_attn_func: window_size must be a pair of ints, got "
-                        f"{window_size!r}") from None
-    if window != (-1, -1):
+                        f"{window_size!r}")
+    left, right = window_size
+    if left != -1 or right != -1:
         raise NotImplementedError(
             f"flash_attn_func: sliding-window (local) attention (window_size={window_size!r}) "
             f"is not supported by flashattn; only window_size=(-1, -1) (no window)")

@@ -180,6 +180,20 @@ def test_flash_attn_backward_matches_autograd(causal):
         assert torch.equal(a, b)
 
 
+@needs_gpu
+@pytest.mark.parametrize("backend", ["auto", "sm90", "sm80", "reference"])
+def test_backward_backends(backend):
+    q, k, v = qkv(2, 130, 130, 4, 2, 128)
+    try:
+        name = flashattn.which_backward_backend(q, k, v, causal=True, backend=backend)
+    except NotImplementedError as e:
+        pytest.skip(f"backward backend {backend} not available here: {e}")
+    assert name in ("sm90", "sm80", "reference")
+    if backend != "auto":
+        assert name == backend
+    check_grads(q, k, v, torch.randn_like(q), True, backend=backend)
+
+
 # ----------------------------------------------------------------------------- dout layouts
 
 def _dout_layouts(dout):
