@@ -479,11 +479,12 @@ def which_backward_backend(q, k, v, softmax_scale=None, causal=False, determinis
                            backend="auto") -> str:
     """Name of the backend the library's backward would run for these inputs."""
     _check_group(q, k, v)
-    (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
+    (q, qd), (k, kd), (v, vd) = _prepared(q), _prepared(k), _prepared(v)
     lse = torch.empty((q.size(0), q.size(2), q.size(1)), dtype=torch.float32, device=q.device)
+    # The gradients must not overlap any input (the library checks), so they get their own
+    # (never touched) buffers; q stands in for dout and out, which may alias inputs.
+    grads = [_prepared(torch.empty_like(t, memory_format=torch.contiguous_format))[1] for t in (q, k, v)]
     with torch.cuda.device(q.device):
-        # q, k, v stand in for dout/out and the gradients: same shapes and dtypes, and
-        # resolving reads and writes none of them.
-        return _lib.resolve_backward_backend(dq, dq, dk, dv, dq, lse.data_ptr(), dq, dk, dv,
+        return _lib.resolve_backward_backend(qd, qd, kd, vd, qd, lse.data_ptr(), *grads,
                                              _scale_arg(softmax_scale), causal, deterministic,
                                              backend)
