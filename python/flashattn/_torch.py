@@ -483,7 +483,10 @@ def which_backward_backend(q, k, v, softmax_scale=None, causal=False, determinis
     lse = torch.empty((q.size(0), q.size(2), q.size(1)), dtype=torch.float32, device=q.device)
     # The gradients must not overlap any input (the library checks), so they get their own
     # (never touched) buffers; q stands in for dout and out, which may alias inputs.
-    grads = [_prepared(torch.empty_like(t, memory_format=torch.contiguous_format))[1] for t in (q, k, v)]
+    # (the tensors stay referenced until the call returns: a freed one's memory would be the
+    # next one's).
+    bufs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)]
+    grads = [_prepared(t)[1] for t in bufs]
     with torch.cuda.device(q.device):
         return _lib.resolve_backward_backend(qd, qd, kd, vd, qd, lse.data_ptr(), *grads,
                                              _scale_arg(softmax_scale), causal, deterministic,

@@ -216,7 +216,8 @@ def test_non_contiguous_dout(causal, monkeypatch):
     dout = torch.randn_like(q)
     _, _, *want = run_grads(q, k, v, dout, causal, deterministic=True)
     for name, d in _dout_layouts(dout).items():
-        assert torch.equal(d, dout) and not d.is_contiguous()
+        # misaligned is contiguous in torch's sense; its base is what the library cannot take.
+        assert torch.equal(d, dout) and (name == "misaligned" or not d.is_contiguous())
         copies = []
         orig = torch.Tensor.clone
 
