@@ -31,4 +31,9 @@ __device__ __forceinline__ void reg_fence(uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// Compiler-only memory fence (no instruction): keeps the code after it (e.g. an epilogue's
+// address and parameter loads) from being hoisted into the loop before it, where it would hold
+// registers the loop needs (the backward's D=64 kernels spilled 768 B without it).
+__device__ __forceinline__ void compiler_barrier() { asm volatile("" ::: "memory"); }
+
 }  // namespace flashattn::arch

@@ -16,9 +16,8 @@ static_assert(kFwdNamedBarrierEnd <= 16, "a CTA has 16 named barriers");
 
 // The backward kernel's (its own CTAs, so the ids restart).
 enum BwdNamedBarrier : int {
-  kBarBwdDsReady = 1,  // both MMA warpgroups stored their dS^T (and the dQ staging is free)
-  kBarBwdDqReady = 2,  // both MMA warpgroups staged their dQ for the bulk reduction
-  kBwdNamedBarrierEnd = 3,
+  kBarBwdDsReady = 1,  // both MMA warpgroups stored their dS^T
+  kBwdNamedBarrierEnd = 2,
 };
 
 }  // namespace flashattn::sm90

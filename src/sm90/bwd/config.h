@@ -2,7 +2,8 @@
 // split of the dQ GEMM between the two MMA warpgroups, and the layout of the fp32 dQ
 // accumulator the postprocess reads back.
 //
-// One CTA owns kBlockN keys of one (batch, kv head): warpgroup 0 loads (TMA), warpgroups 1 and 2
+// One CTA owns kBlockN keys of one (batch, kv head): warpgroup 0 loads (TMA) and adds dQ into
+// the fp32 accumulator (its warp 1, the dQ writer), warpgroups 1 and 2
 // each hold 64 of the keys' dK and dV in registers and walk the query blocks of every query head
 // of the group. Per query block they compute S^T = K Q^T and dP^T = V dO^T (keys as the wgmma M
 // side, so P^T and dS^T land in registers in the A-operand layout of dV += P^T dO and
@@ -28,7 +29,10 @@ struct BwdConfig {
   static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);
   static constexpr int kProducerRegs = 24;
   static constexpr int kMmaRegs = 240;
-  static_assert(128 * kProducerRegs + 256 * kMmaRegs <= 65536);
+  // setmaxnreg moves registers between the warpgroups of the CTA; it cannot grow the CTA's pool
+  // beyond what the launch allocated (168 per thread under __launch_bounds__(384, 1)): a larger
+  // sum makes setmaxnreg.inc wait forever (32 + 240 hung the kernel on the H200).
+  static_assert(128 * kProducerRegs + 256 * kMmaRegs <= 168 * kNumThreads);
 
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "head dims 64 and 128 (256 needs a split dK/dV)");
   static_assert(kBlockM == 64 || kBlockM == 128);
@@ -43,7 +47,7 @@ struct BwdConfig {
   // dS^T: kBlockN rows (keys) of kBlockM columns (queries), boxes of 64 queries. Read as the
   // MN-major A operand of dQ = dS K.
   static constexpr int kDsBoxBytes = kBlockN * 128;
-  static constexpr int kDsBytes = kDsBoxBytes * (kBlockM / 64);
+  static constexpr int kDsBytes = kDsBoxBytes * (kBlockM / 64);  // one of two buffers
   static constexpr int kDqBytes = kBlockM * kHeadDim * 4;  // fp32 dQ of one step
   static constexpr int kRowStatBytes = kBlockM * 4;        // lse (log2) or dsum of one step
 
@@ -53,7 +57,9 @@ struct BwdConfig {
   static constexpr int kSmemQ = kSmemV + kKBytes;
   static constexpr int kSmemDo = kSmemQ + kStages * kQBytes;
   static constexpr int kSmemDs = kSmemDo + kStages * kQBytes;
-  static constexpr int kSmemDq = kSmemDs + kDsBytes;
+  // dS^T alternates between two buffers: a group may store the next block's while the other
+  // group's dQ GEMM still reads this one (the next kBarBwdDsReady orders the reuse after that).
+  static constexpr int kSmemDq = kSmemDs + 2 * kDsBytes;
   static constexpr int kSmemLse = kSmemDq + kDqBytes;
   static constexpr int kSmemDsum = kSmemLse + kStages * kRowStatBytes;
   static constexpr int kSmemBytes = kSmemDsum + kStages * kRowStatBytes;

@@ -2,9 +2,9 @@
 // key blocks: under a causal mask the first key blocks have the most query blocks, so the longest
 // CTAs start first, and deterministic mode's ordered dQ reductions (key block n waits for n - 1)
 // only ever wait on CTAs launched before them.
-// Warpgroup 0 loads: K and V once (TMA), then per (query head of the group, query block) Q, dO
-// (TMA) and the block's lse / dsum (1-D bulk copies) into a kStages ring. Warpgroups 1 and 2
-// compute (bwd/mainloop.h).
+// Warpgroup 0: thread 0 loads K and V once (TMA), then per (query head of the group, query
+// block) Q, dO (TMA) and the block's lse / dsum (1-D bulk copies) into a kStages ring; thread 32
+// is the dQ writer (bwd/dq_writer.h). Warpgroups 1 and 2 compute (bwd/mainloop.h).
 #pragma once
 
 #include <cuda.h>
@@ -16,6 +16,7 @@
 #include "arch/tma.h"
 #include "common/mask.h"
 #include "sm90/bwd/config.h"
+#include "sm90/bwd/dq_writer.h"
 #include "sm90/bwd/kernel_args.h"
 #include "sm90/bwd/mainloop.h"
 #include "sm90/pipeline.h"
@@ -25,6 +26,7 @@ namespace flashattn::sm90 {
 template <class Cfg>
 struct BwdBarriers {
   MbarRing<Cfg::kStages> ring;  // Q, dO, lse, dsum of one query block
+  MbarRing<1> dq;               // the dQ staging: full (8 MMA warps staged), empty (writer read it)
   uint64_t kv_full;             // K and V of the CTA's key block landed
 };
 
@@ -53,6 +55,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       mbarrier_init(bars.ring.full_bar(s), 1);
       mbarrier_init(bars.ring.empty_bar(s), 4 * Cfg::kNumMmaWarpgroups);
     }
+    mbarrier_init(bars.dq.full_bar(0), 4 * Cfg::kNumMmaWarpgroups);
+    mbarrier_init(bars.dq.empty_bar(0), 1);
     mbarrier_init(smem_u32(&bars.kv_full), 1);
     fence_mbarrier_init();
   }
@@ -66,6 +70,21 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 
   if (warpgroup == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 32 && !mr.empty()) {
+      // The dQ writer walks the same blocks as the MMA warpgroups.
+      uint32_t phase = 0;
+#pragma unroll 1
+      for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
+        const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
+#pragma unroll 1
+        for (int m = mr.lo; m < mr.hi; ++m) {
+          dq_writer_block<Cfg>(bars.dq, phase, smem + Cfg::kSmemDq, args, chunk0 + m, n_block);
+          phase ^= 1;
+        }
+      }
+      cp_async_bulk_wait_group0();  // the last reduction has read the staging (smem outlives it)
+      return;
+    }
     if (threadIdx.x != 0 || mr.empty()) return;
     const uint32_t kv_bar = smem_u32(&bars.kv_full);
     mbarrier_arrive_expect_tx(kv_bar, 2 * Cfg::kKBytes);  // full boxes, even past sk
@@ -114,18 +133,20 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   if (!mr.empty()) {
     mbarrier_wait(smem_u32(&bars.kv_full), 0);
     PipelineState<Cfg::kStages> st;
+    uint32_t dq_phase = 0;
+    int buf = 0;  // dS^T buffer of the current block
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
-      const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {
-        mma.template step<Cfg::kMaskKind>(bars.ring, st, key0, m * Cfg::kBlockM, m < first_unmasked, args);
-        if (mma.elected()) mma.reduce_dq(args, chunk0 + m, n_block);
+        mma.template step<Cfg::kMaskKind>(bars.ring, st, buf, bars.dq, dq_phase, key0, m * Cfg::kBlockM,
+                                          m < first_unmasked, args);
+        dq_phase ^= 1;
+        buf ^= 1;
         st.advance();
       }
     }
-    // The last reduction must have read the dQ staging before the CTA's shared memory goes away.
-    if (mma.elected()) cp_async_bulk_wait_group0();
+    compiler_barrier();
   }
   mma.template store_dkdv<Elem>(args, b, hk, key0);
 #endif

@@ -2,10 +2,8 @@
 // the query blocks. Per block: S^T = K Q^T and dP^T = V dO^T (SS wgmma, keys as M), P^T and
 // dS^T in registers, dV += P^T dO and dK += dS^T Q (RS wgmma, P and dS straight from the
 // accumulators), dS^T to shared memory, dQ = dS K (SS wgmma, both operands MN-major), and dQ
-// staged for the bulk reduction into the fp32 accumulator.
+// staged for the dQ writer (bwd/dq_writer.h), which adds it into the fp32 accumulator.
 #pragma once
-
-#include <cuda/atomic>
 
 #include <cstdint>
 
@@ -73,7 +71,7 @@ struct BwdMma {
 
   // dS^T (this group's 64 key rows) into the swizzled MN-major tile dQ = dS K reads: element
   // (key n, query m) sits in box m / 64, row n, 16-byte chunk ((m % 64) / 8) ^ (n % 8).
-  __device__ __forceinline__ void store_ds(const uint32_t (&f)[kK][4]) const {
+  __device__ __forceinline__ void store_ds(const uint32_t (&f)[kK][4], int buf) const {
     const int q4 = t & 3;
 #pragma unroll
     for (int kk = 0; kk < kK; ++kk)
@@ -82,17 +80,18 @@ struct BwdMma {
         const int i = 8 * kk + 2 * j;  // accumulator index of the pair
         const int n = 64 * wg + row_local() + 8 * ((i >> 1) & 1);
         const int m = 8 * (i >> 2) + 2 * q4;
-        const uint32_t addr = smem + Cfg::kSmemDs + (m >> 6) * Cfg::kDsBoxBytes + n * 128 +
+        const uint32_t addr = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes + (m >> 6) * Cfg::kDsBoxBytes + n * 128 +
                               ((((m & 63) >> 3) ^ (n & 7)) << 4) + 4 * q4;
         arch::st_shared_b32(addr, f[kk][j]);
       }
   }
 
-  // One query block: stage `stage` holds its Q, dO, lse (log2) and dsum. Returns after the
-  // stage is released and this group's dQ is staged; the elected thread then issues the reduce.
+  // One query block: ring stage `st`, dS^T buffer `buf`. Ends with this group's dQ staged for
+  // the dQ writer (full/empty barriers `dq`, one staging buffer).
   template <MaskKind Kind>
-  __device__ __forceinline__ void step(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int key0,
-                                       int m0, bool need_mask, const Sm90BwdArgs& args) {
+  __device__ __forceinline__ void step(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int buf,
+                                       MbarRing<1>& dq, uint32_t dq_phase, int key0, int m0, bool need_mask,
+                                       const Sm90BwdArgs& args) {
     const uint32_t q_base = smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes;
     const uint32_t do_base = smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes;
     float rS[kS], rdP[kS];
@@ -104,7 +103,6 @@ struct BwdMma {
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rS);
     arch::reg_fence(rdP);
-
     // P^T = exp2(scale_log2 S^T - lse_log2) (0 where masked), dS^T = P^T (dP^T - dsum).
     const float* lse = reinterpret_cast<const float*>(smem_gp + Cfg::kSmemLse + st.stage * Cfg::kRowStatBytes);
     const float* dsum = reinterpret_cast<const float*>(smem_gp + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes);
@@ -139,14 +137,14 @@ struct BwdMma {
     gemm_acc(rdV, fP, do_base);
     gemm_acc(rdK, fdS, q_base);
     arch::wgmma_commit_group();
-    store_ds(fdS);
+    store_ds(fdS, buf);
     arch::fence_proxy_async_shared_cta();  // dS^T stores before the dQ wgmma reads them
-    if (elected()) arch::cp_async_bulk_wait_group_read0();  // the last reduce has read the dQ staging
     arch::named_barrier_sync<kBarBwdDsReady, 256>();
 
     float rdQ[Cfg::kDqRegs];
     {
-      const uint64_t da = desc_mnmajor(smem + Cfg::kSmemDs + (Cfg::dq_row0(wg) / 64) * Cfg::kDsBoxBytes, Cfg::kDsBoxBytes);
+      const uint32_t ds = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes;
+      const uint64_t da = desc_mnmajor(ds + (Cfg::dq_row0(wg) / 64) * Cfg::kDsBoxBytes, Cfg::kDsBoxBytes);
       const uint64_t db = desc_mnmajor(smem + Cfg::kSmemK + (Cfg::dq_col0(wg) / 64) * Cfg::kKBoxBytes, Cfg::kKBoxBytes);
       arch::wgmma_fence();
 #pragma unroll
@@ -165,35 +163,15 @@ struct BwdMma {
     }
     ring.release_warp(st.stage);
 
+    // dQ to the staging once the writer's last reduction has read it; each warp then arrives.
+    dq.wait_empty(0, dq_phase);
     float4* dq_stage = reinterpret_cast<float4*>(smem_gp + Cfg::kSmemDq);
 #pragma unroll
     for (int i = 0; i < Cfg::kDqVec; ++i)
       dq_stage[(wg * Cfg::kDqVec + i) * 128 + t] = make_float4(rdQ[4 * i], rdQ[4 * i + 1], rdQ[4 * i + 2], rdQ[4 * i + 3]);
     arch::fence_proxy_async_shared_cta();
-    arch::named_barrier_sync<kBarBwdDqReady, 256>();
-  }
-
-  __device__ __forceinline__ bool elected() const { return wg == 0 && t == 0; }
-
-  // The elected thread adds the staged dQ into the accumulator of (b, h, m_block). Deterministic
-  // mode: key blocks add in ascending order (the turn counter), each waiting until the previous
-  // one's reduction has landed in global memory, not only read its staging.
-  __device__ __forceinline__ void reduce_dq(const Sm90BwdArgs& args, int64_t chunk, int n_block) const {
-    float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
-    if (args.dq_turn == nullptr) {
-      arch::bulk_reduce_add_f32(dst, smem + Cfg::kSmemDq, Cfg::kDqBytes);
-      arch::cp_async_bulk_commit_group();
-      return;
-    }
-    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
-    while (turn.load(cuda::memory_order_acquire) != n_block) {
-    }
-    arch::fence_proxy_async_global();
-    arch::bulk_reduce_add_f32(dst, smem + Cfg::kSmemDq, Cfg::kDqBytes);
-    arch::cp_async_bulk_commit_group();
-    arch::cp_async_bulk_wait_group0();
-    arch::fence_proxy_async_global();
-    turn.store(n_block + 1, cuda::memory_order_release);
+    __syncwarp();
+    if ((t & 31) == 0) arch::mbarrier_arrive(dq.full_bar(0));
   }
 
   // dV and scale * dK of keys [key0, key0 + 64) to global (rows past sk are not written).
