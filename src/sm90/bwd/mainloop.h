@@ -161,6 +161,9 @@ struct BwdMma {
       arch::reg_fence(fP[kk]);
       arch::reg_fence(fdS[kk]);
     }
+    // Every lane's reads of the stage's lse/dsum (plain loads, unlike the wgmma reads of Q/dO)
+    // happen before lane 0 releases the stage to the next bulk copy.
+    __syncwarp();
     ring.release_warp(st.stage);
 
     // dQ to the staging once the writer's last reduction has read it; each warp then arrives.
