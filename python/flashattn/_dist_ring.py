@@ -116,6 +116,15 @@ def _run_to_end(gen):
             return stop.value
 
 
+def _refuse_grad(*tensors):
+    # The ring's forward merges partial results in place and receives K/V from other ranks
+    # outside autograd: a backward through it would fail, or miss the remote K/V gradients.
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise NotImplementedError(
+            "ring attention has no backward yet: call it under torch.no_grad() or with inputs "
+            "that do not require grad (flash_attn_func is differentiable on one GPU)")
+
+
 def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None,
                          return_lse=False, transport=None):
     """Ring attention forward, called by every rank of `group` with its own shard.
@@ -133,6 +142,7 @@ def ring_flash_attn_func(q, k, v, causal=False, softmax_scale=None, group=None,
     LocalTransport cannot be driven one rank at a time: use local_ring_flash_attn_func for it.
     """
     _check_shapes(q, k, v)
+    _refuse_grad(q, k, v)
     if transport is None:
         transport = NcclTransport(group, q.device)  # cheap: its side stream comes from a pool
     elif isinstance(transport, LocalTransport) and transport.world_size > 1:
@@ -152,6 +162,7 @@ def local_ring_flash_attn_func(q_shards, k_shards, v_shards, causal=False, softm
     replaces the library call (e.g. a float64 reference on the CPU); stats, if given, is filled
     with one dict of counters per rank."""
     world = len(q_shards)
+    _refuse_grad(*q_shards, *k_shards, *v_shards)
     if world == 0 or len(k_shards) != world or len(v_shards) != world:
         raise ValueError(f"need the same positive number of q, k and v shards, got "
                          f"{len(q_shards)}, {len(k_shards)}, {len(v_shards)}")

@@ -300,3 +300,13 @@ def test_ring_nccl_transport_single_rank(tmp_path):
     r = subprocess.run([sys.executable, "-c", _NCCL_SCRIPT, str(tmp_path / "store")], env=env,
                        capture_output=True, text=True, timeout=90)
     assert r.returncode == 0 and "NCCL_OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_ring_refuses_inputs_that_require_grad():
+    # No ring backward yet: a training forward must fail loudly, not return an output whose
+    # backward is missing the remote K/V gradients.
+    shards = [torch.randn(1, 4, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    with pytest.raises(NotImplementedError, match="no backward"):
+        local_ring_flash_attn_func(shards, shards, shards)
+    with pytest.raises(NotImplementedError, match="no backward"):
+        ring_flash_attn_func(shards[0], shards[0], shards[0], transport=object())
