@@ -4,8 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include "api/backends.h"
+#include "api/dispatch.h"
 #include "api/validate.h"
-#include "common/device_info.h"
 
 namespace flashattn {
 
@@ -47,54 +47,9 @@ Status check_launch(const char* what) {
 
 Status choose_backend(const FwdParams& p, Backend requested, int major, int minor,
                       Backend* chosen) {
-  Status s;
-  if (major < 8)
-    return {StatusCode::kNoDevice, "device has compute capability " + std::to_string(major) + "." +
-                                       std::to_string(minor) + "; flashattn needs 8.0 or newer"};
-  const bool hopper = major == 9 && minor == 0;
-  switch (requested) {
-    case Backend::kReference:
-      *chosen = Backend::kReference;
-      return Status::Ok();
-    case Backend::kSm90:
-      if (!sm90_built()) return sm90_supports(p);
-      if (!hopper)
-        return {StatusCode::kNotSupported,
-                "backend sm90 needs compute capability 9.0 (device is " + std::to_string(major) +
-                    "." + std::to_string(minor) + ")"};
-      s = sm90_supports(p);
-      if (s.ok()) *chosen = Backend::kSm90;
-      return s;
-    case Backend::kSm80:
-      s = sm80_supports(p);
-      if (s.ok()) *chosen = Backend::kSm80;
-      return s;
-    case Backend::kAuto:
-      // Fastest family that serves the shape; the naive reference only as the last resort,
-      // so every valid call still gets a correct answer.
-      if (hopper && sm90_built() && sm90_supports(p).ok()) {
-        *chosen = Backend::kSm90;
-      } else if (sm80_built() && sm80_supports(p).ok()) {
-        *chosen = Backend::kSm80;
-      } else {
-        *chosen = Backend::kReference;
-      }
-      return Status::Ok();
-  }
-  return {StatusCode::kInvalidArgument, "backend: unknown value"};
+  return choose_backend_for(p, requested, major, minor, chosen);
 }
 
-namespace {
-
-// The one device query of a call (cached per device after the first: common/device_info.h).
-Status pick_backend(const FwdParams& p, Backend requested, Backend* chosen) {
-  DeviceInfo dev;
-  Status s = current_device_info(&dev);
-  if (!s.ok()) return s;
-  return choose_backend(p, requested, dev.major, dev.minor, chosen);
-}
-
-}  // namespace
 }  // namespace detail
 
 Status resolve_backend(const ForwardArgs& args, Backend* chosen) {

@@ -35,18 +35,22 @@ def acc_list(n, start):
 def operands(n):
     return ", ".join('"+f"(d[%d])' % i for i in range(n // 2))
 
+def emit_ss(n, ta, suffix, operand_note, trans):
+    """SS form: both operands by shared-memory descriptor; trans = the tnspA, tnspB immediates."""
+    nd = n // 2
+    name = "wgmma_m64n%dk16_f32_%s_%s" % (n, ta, suffix)
+    w("// D(64x%d,f32) (+)= %s" % (n, operand_note % (ta, n, ta)))
+    w("__device__ __forceinline__ void %s(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {" % (name, nd))
+    w("  asm volatile(")
+    w("      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"" % (nd + 2))
+    w("      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"" % (n, ta, ta, acc_list(n, 0), nd, nd + 1, trans, trans))
+    w("      : %s" % operands(n))
+    w("      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));")
+    w("}\n")
+
 for (ta, tn) in TYPES:
     for n in SS_N:
-        nd = n // 2
-        name = "wgmma_m64n%dk16_f32_%s_ss" % (n, ta)
-        w("// D(64x%d,f32) (+)= A(64x16,%s,smem K-major desc) * B(16x%d,%s,smem K-major desc); scale_d=0 overwrites D." % (n, ta, n, ta))
-        w("__device__ __forceinline__ void %s(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {" % (name, nd))
-        w("  asm volatile(")
-        w("      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"" % (nd + 2))
-        w("      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"" % (n, ta, ta, acc_list(n, 0), nd, nd + 1))
-        w("      : %s" % operands(n))
-        w("      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));")
-        w("}\n")
+        emit_ss(n, ta, "ss", "A(64x16,%s,smem K-major desc) * B(16x%d,%s,smem K-major desc); scale_d=0 overwrites D.", 0)
     for n in RS_N:
         nd = n // 2
         name = "wgmma_m64n%dk16_f32_%s_rs_tnspb" % (n, ta)
@@ -60,16 +64,7 @@ for (ta, tn) in TYPES:
         w("}\n")
 
     for n in TT_N:
-        nd = n // 2
-        name = "wgmma_m64n%dk16_f32_%s_ss_tnspab" % (n, ta)
-        w("// D(64x%d,f32) (+)= A(64x16,%s,smem MN-major desc, tnspA=1) * B(16x%d,%s,smem MN-major desc, tnspB=1)." % (n, ta, n, ta))
-        w("__device__ __forceinline__ void %s(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {" % (name, nd))
-        w("  asm volatile(")
-        w("      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"" % (nd + 2))
-        w("      \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, p, 1, 1, 1, 1;\\n}\\n\"" % (n, ta, ta, acc_list(n, 0), nd, nd + 1))
-        w("      : %s" % operands(n))
-        w("      : \"l\"(desc_a), \"l\"(desc_b), \"r\"(scale_d));")
-        w("}\n")
+        emit_ss(n, ta, "ss_tnspab", "A(64x16,%s,smem MN-major desc, tnspA=1) * B(16x%d,%s,smem MN-major desc, tnspB=1).", 1)
 
 # Compile-time dispatch so kernels name the shape, not the mnemonic.
 w("// Dispatch by tile width and element type (kBf16 = false: fp16).")

@@ -6,7 +6,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
 #include <string>
 
 #include "api/backends.h"
@@ -14,6 +13,7 @@
 #include "sm90/bwd/config.h"
 #include "sm90/bwd/kernel.h"
 #include "sm90/bwd/prepost.h"
+#include "sm90/smem_opt_in.h"
 #include "sm90/tma_host.h"
 
 namespace flashattn::sm90 {
@@ -91,13 +91,8 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   args.scale_log2 = p.scale_log2;
 
   auto kernel = sm90_bwd_kernel<Cfg, Elem>;
-  static std::once_flag once;
-  static cudaError_t attr_err = cudaSuccess;
-  std::call_once(once, [&] {
-    attr_err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemDynamic);
-  });
-  if (attr_err != cudaSuccess)
-    return {StatusCode::kCudaError, std::string("backend sm90 backward: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
+  s = opt_in_smem<sm90_bwd_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward");
+  if (!s.ok()) return s;
   kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
   s = detail::check_launch("backend sm90 backward: main kernel");
   if (!s.ok()) return s;

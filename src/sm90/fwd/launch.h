@@ -17,6 +17,7 @@
 #include "sm90/fwd/tile_table.h"
 #include "sm90/tma_host.h"
 #include "sm90/fwd/trace_host.h"
+#include "sm90/smem_opt_in.h"
 #include "sm90/workspace.h"
 
 namespace flashattn::sm90 {
@@ -56,13 +57,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
-  static std::once_flag once;
-  static cudaError_t attr_err = cudaSuccess;
-  std::call_once(once, [&] {
-    attr_err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kDynamicSmemBytes);
-  });
-  if (attr_err != cudaSuccess)
-    return {StatusCode::kCudaError, std::string("backend sm90: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err)};
+  if (Status s = opt_in_smem<sm90_fwd_kernel<Cfg>>(Cfg::kDynamicSmemBytes, "backend sm90"); !s.ok()) return s;
   const long long tiles = (long long)num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
