@@ -26,10 +26,11 @@ enum class Backend : int { kAuto = 0, kSm90 = 1, kSm80 = 2, kReference = 3 };
 const char* backend_name(Backend b);
 
 struct ForwardArgs {
+  // D and Dv: any multiples of 8 from 8 to 256 (D = 192 with Dv = 128 for DeepSeek-style MLA).
   TensorRef q;    // (B, Sq, Hq, D)
   TensorRef k;    // (B, Sk, Hkv, D)
-  TensorRef v;    // (B, Sk, Hkv, Dv), Dv == D
-  TensorRef out;  // (B, Sq, Hq, D), same dtype as q
+  TensorRef v;    // (B, Sk, Hkv, Dv)
+  TensorRef out;  // (B, Sq, Hq, Dv), same dtype as q
   float* lse = nullptr;        // optional (B, Hq, Sq) fp32 contiguous, natural log
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(D)
   bool causal = false;         // bottom-right aligned when Sq != Sk
@@ -72,15 +73,15 @@ Status validate(const ForwardArgs& args);
 // Gradients of the forward above. dq, dk, dv are written (overwritten, not accumulated).
 // Under GQA/MQA dk/dv are shaped like k/v: the library sums each KV head's query heads.
 struct BackwardArgs {
-  TensorRef dout;  // (B, Sq, Hq, D), q's dtype; any strides the forward accepts for q
+  TensorRef dout;  // (B, Sq, Hq, Dv), q's dtype; any strides the forward accepts for q
   TensorRef q;     // (B, Sq, Hq, D)
   TensorRef k;     // (B, Sk, Hkv, D)
-  TensorRef v;     // (B, Sk, Hkv, D)
-  TensorRef out;   // (B, Sq, Hq, D): the forward's output for these q, k, v
+  TensorRef v;     // (B, Sk, Hkv, Dv)
+  TensorRef out;   // (B, Sq, Hq, Dv): the forward's output for these q, k, v
   const float* lse = nullptr;  // (B, Hq, Sq) fp32 contiguous: the forward's lse (natural log)
   TensorRef dq;    // (B, Sq, Hq, D), q's dtype
   TensorRef dk;    // (B, Sk, Hkv, D)
-  TensorRef dv;    // (B, Sk, Hkv, D)
+  TensorRef dv;    // (B, Sk, Hkv, Dv)
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(D); must be the forward's
   bool causal = false;         // must be the forward's
   bool deterministic = false;  // bitwise-identical dq, dk, dv across runs and streams

@@ -82,10 +82,10 @@ typedef struct {
   size_t struct_size; /* sizeof(flashattn_forward_params_t) as compiled by the caller */
 
   /* ---- version 1 ---- */
-  flashattn_tensor_t q;   /* (B, Sq, Hq, D) */
+  flashattn_tensor_t q;   /* (B, Sq, Hq, D); D, Dv: multiples of 8, 8..256 */
   flashattn_tensor_t k;   /* (B, Sk, Hkv, D) */
-  flashattn_tensor_t v;   /* (B, Sk, Hkv, D) */
-  flashattn_tensor_t out; /* (B, Sq, Hq, D), q's dtype */
+  flashattn_tensor_t v;   /* (B, Sk, Hkv, Dv) */
+  flashattn_tensor_t out; /* (B, Sq, Hq, Dv), q's dtype */
   float* lse;             /* optional (B, Hq, Sq) fp32 contiguous, natural log; NULL = none */
   float softmax_scale;    /* 0 = 1/sqrt(D) */
   int32_t causal;         /* non-zero: causal, bottom-right aligned when Sq != Sk */
@@ -138,15 +138,15 @@ typedef struct {
   size_t struct_size; /* sizeof(flashattn_backward_params_t) as compiled by the caller */
 
   /* ---- version 1 ---- */
-  flashattn_tensor_t dout; /* (B, Sq, Hq, D), q's dtype */
+  flashattn_tensor_t dout; /* (B, Sq, Hq, Dv), q's dtype */
   flashattn_tensor_t q;    /* (B, Sq, Hq, D) */
   flashattn_tensor_t k;    /* (B, Sk, Hkv, D) */
-  flashattn_tensor_t v;    /* (B, Sk, Hkv, D) */
-  flashattn_tensor_t out;  /* (B, Sq, Hq, D): the forward's output */
+  flashattn_tensor_t v;    /* (B, Sk, Hkv, Dv) */
+  flashattn_tensor_t out;  /* (B, Sq, Hq, Dv): the forward's output */
   const float* lse;        /* (B, Hq, Sq) fp32 contiguous: the forward's lse (natural log) */
   flashattn_tensor_t dq;   /* (B, Sq, Hq, D) */
   flashattn_tensor_t dk;   /* (B, Sk, Hkv, D) */
-  flashattn_tensor_t dv;   /* (B, Sk, Hkv, D) */
+  flashattn_tensor_t dv;   /* (B, Sk, Hkv, Dv) */
   float softmax_scale;     /* 0 = 1/sqrt(D); must be the forward's */
   int32_t causal;          /* non-zero: causal; must be the forward's */
   int32_t deterministic;   /* non-zero: bitwise-reproducible dq, dk, dv */

@@ -21,8 +21,10 @@ const char* dtype_name(DType t) {
   return "unknown";
 }
 
+// Any multiple of 8 up to 256: 16-byte rows (TMA and cp.async move 16-byte chunks); kernels
+// serve a head dim with the smallest instantiated one that covers it.
 bool is_supported_head_dim(int64_t d) {
-  return d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
+  return d >= 8 && d <= 256 && d % 8 == 0;
 }
 
 std::string shape_str(const TensorRef& t) {
@@ -109,13 +111,10 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   }
 
   const int64_t B = q.shape[0], Sq = q.shape[1], Hq = q.shape[2], D = q.shape[3];
-  const int64_t Sk = k.shape[1], Hkv = k.shape[2];
+  const int64_t Sk = k.shape[1], Hkv = k.shape[2], Dv = v.shape[3];
   if (k.shape[3] != D)
     return invalid("k: head dim " + std::to_string(k.shape[3]) + " differs from q's " +
                    std::to_string(D));
-  if (v.shape[3] != D)
-    return invalid("v: head dim " + std::to_string(v.shape[3]) + " differs from q's " +
-                   std::to_string(D) + " (Dv != D is not supported)");
   if (k.shape[0] != B || v.shape[0] != B)
     return invalid(std::string(k.shape[0] != B ? "k" : "v") + ": batch " +
                    std::to_string(k.shape[0] != B ? k.shape[0] : v.shape[0]) +
@@ -126,9 +125,12 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   if (v.shape[2] != Hkv)
     return invalid("v: heads " + std::to_string(v.shape[2]) + " differs from k's " +
                    std::to_string(Hkv));
+  // out is (B, Sq, Hq) like q, with v's head dim.
   for (int i = 0; i < 4; ++i)
-    if (o.shape[i] != q.shape[i])
-      return invalid("out: shape " + shape_str(o) + " differs from q's " + shape_str(q));
+    if (o.shape[i] != (i == 3 ? Dv : q.shape[i]))
+      return invalid("out: shape " + shape_str(o) + " must be q's (B, Sq, Hq) with v's head dim: (" +
+                     std::to_string(B) + ", " + std::to_string(Sq) + ", " + std::to_string(Hq) + ", " +
+                     std::to_string(Dv) + ")");
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.f)
     return invalid("softmax_scale: must be finite and >= 0 (0 means 1/sqrt(D)), got " +
                    std::to_string(a.softmax_scale));
@@ -141,7 +143,9 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
     return Status::Ok();
   }
   if (!is_supported_head_dim(D))
-    return invalid("q: head dim " + std::to_string(D) + " not supported (64, 96, 128, 192, 256)");
+    return invalid("q: head dim " + std::to_string(D) + " not supported (a multiple of 8, 8 to 256)");
+  if (!is_supported_head_dim(Dv))
+    return invalid("v: head dim " + std::to_string(Dv) + " not supported (a multiple of 8, 8 to 256)");
   if (Hkv == 0 || Hq % Hkv != 0)
     return invalid("k: heads " + std::to_string(Hkv) + " must divide q's heads " +
                    std::to_string(Hq));
@@ -168,6 +172,7 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   r.lse = a.lse;
   r.b = static_cast<int>(B); r.sq = static_cast<int>(Sq); r.sk = static_cast<int>(Sk);
   r.hq = static_cast<int>(Hq); r.hkv = static_cast<int>(Hkv); r.d = static_cast<int>(D);
+  r.dv = static_cast<int>(Dv);
   r.h_ratio = static_cast<int>(Hq / Hkv);
   r.scale = a.softmax_scale > 0.f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
   r.scale_log2 = r.scale * 1.4426950408889634f;
@@ -366,7 +371,7 @@ Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out
     const TensorRef* ref;
     const char* ref_name;
   };
-  const Like like[] = {{&a.dout, "dout", &a.q, "q"},
+  const Like like[] = {{&a.dout, "dout", &a.out, "out"},
                        {&a.dq, "dq", &a.q, "q"},
                        {&a.dk, "dk", &a.k, "k"},
                        {&a.dv, "dv", &a.v, "v"}};

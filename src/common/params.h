@@ -37,10 +37,12 @@ using Tensor4 = View4<void>;
 struct AttnParams {
   ConstTensor4 q;  // (B, Sq, Hq, D)
   ConstTensor4 k;  // (B, Sk, Hkv, D)
-  ConstTensor4 v;  // (B, Sk, Hkv, D)
+  ConstTensor4 v;  // (B, Sk, Hkv, Dv)
 
   // Sizes fit in int32 (validation guarantees it); element offsets need int64.
-  int b = 0, sq = 0, sk = 0, hq = 0, hkv = 0, d = 0;
+  // d: head dim of q and k; dv: head dim of v and of the output (== d unless the caller's v
+  // differs, e.g. q/k 192 with v 128). Both multiples of 8 in [8, 256].
+  int b = 0, sq = 0, sk = 0, hq = 0, hkv = 0, d = 0, dv = 0;
   int h_ratio = 1;  // hq / hkv
 
   float scale = 0.f;       // softmax scale applied to q.k (> 0 once validated)
@@ -50,17 +52,17 @@ struct AttnParams {
 };
 
 struct FwdParams : AttnParams {
-  Tensor4 o;             // (B, Sq, Hq, D), q's dtype
+  Tensor4 o;             // (B, Sq, Hq, Dv), q's dtype
   float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null
 };
 
 struct BwdParams : AttnParams {
-  ConstTensor4 dout;          // (B, Sq, Hq, D), q's dtype
-  ConstTensor4 o;             // (B, Sq, Hq, D): the forward's output
+  ConstTensor4 dout;          // (B, Sq, Hq, Dv), q's dtype
+  ConstTensor4 o;             // (B, Sq, Hq, Dv): the forward's output
   const float* lse = nullptr; // (B, Hq, Sq) contiguous fp32, natural log (never null)
   Tensor4 dq;                 // (B, Sq, Hq, D)
   Tensor4 dk;                 // (B, Sk, Hkv, D)
-  Tensor4 dv;                 // (B, Sk, Hkv, D)
+  Tensor4 dv;                 // (B, Sk, Hkv, Dv)
   bool deterministic = false;
 };
 
