@@ -172,7 +172,7 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   r.lse = a.lse;
   r.b = static_cast<int>(B); r.sq = static_cast<int>(Sq); r.sk = static_cast<int>(Sk);
   r.hq = static_cast<int>(Hq); r.hkv = static_cast<int>(Hkv); r.d = static_cast<int>(D);
-  r.dv = static_cast<int>(Dv);
+  r.d_v = static_cast<int>(Dv);
   r.h_ratio = static_cast<int>(Hq / Hkv);
   r.scale = a.softmax_scale > 0.f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
   r.scale_log2 = r.scale * 1.4426950408889634f;

@@ -37,12 +37,13 @@ using Tensor4 = View4<void>;
 struct AttnParams {
   ConstTensor4 q;  // (B, Sq, Hq, D)
   ConstTensor4 k;  // (B, Sk, Hkv, D)
-  ConstTensor4 v;  // (B, Sk, Hkv, Dv)
+  ConstTensor4 v;  // (B, Sk, Hkv, Dv = d_v)
 
   // Sizes fit in int32 (validation guarantees it); element offsets need int64.
-  // d: head dim of q and k; dv: head dim of v and of the output (== d unless the caller's v
-  // differs, e.g. q/k 192 with v 128). Both multiples of 8 in [8, 256].
-  int b = 0, sq = 0, sk = 0, hq = 0, hkv = 0, d = 0, dv = 0;
+  // d: head dim of q and k; d_v: head dim of v and of the output (== d unless the caller's v
+  // differs, e.g. q/k 192 with v 128). Both multiples of 8 in [8, 256]. (Not "dv": that is
+  // the gradient of v in BwdParams.)
+  int b = 0, sq = 0, sk = 0, hq = 0, hkv = 0, d = 0, d_v = 0;
   int h_ratio = 1;  // hq / hkv
 
   float scale = 0.f;       // softmax scale applied to q.k (> 0 once validated)
@@ -62,7 +63,7 @@ struct BwdParams : AttnParams {
   const float* lse = nullptr; // (B, Hq, Sq) contiguous fp32, natural log (never null)
   Tensor4 dq;                 // (B, Sq, Hq, D)
   Tensor4 dk;                 // (B, Sk, Hkv, D)
-  Tensor4 dv;                 // (B, Sk, Hkv, Dv)
+  Tensor4 dv;                 // (B, Sk, Hkv, Dv = d_v)
   bool deterministic = false;
 };
 
