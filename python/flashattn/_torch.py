@@ -125,8 +125,8 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
          backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """The call itself, inputs already checked: allocate out/lse, launch on the current stream."""
     (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
-    B, Sq, Hq, D = q.shape
-    out = torch.empty((B, Sq, Hq, D), dtype=q.dtype, device=q.device)
+    B, Sq, Hq, _ = q.shape
+    out = torch.empty((B, Sq, Hq, v.size(3)), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
     dev = q.get_device()
     # Switching the current device costs several microseconds per call; only do it when needed.
@@ -144,7 +144,7 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
 def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
               causal: bool, backend: int, deterministic: bool = False
               ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """out (B, Sq, Hq, D) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D).
+    """out (B, Sq, Hq, Dv) in q's dtype and lse (B, Hq, Sq) fp32; softmax_scale 0 = 1/sqrt(D).
     deterministic does nothing here (the forward always is): it is carried for the backward."""
     _check_group(q, k, v)
     return _run(q, k, v, softmax_scale, causal, backend)
@@ -157,13 +157,15 @@ def _check_bwd(dout, q, k, v, out, lse) -> None:
     run on fake tensors). dout's and out's layouts are not checked: whatever the library cannot
     read is copied (_prepared); only what a copy cannot fix is an error."""
     _check_group(q, k, v)
+    B, Sq, Hq, _ = q.shape
+    o_shape = (B, Sq, Hq, v.size(3))  # out's head dim is v's
     for t, name in ((dout, "dout"), (out, "out")):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.shape != q.shape or t.dtype != q.dtype or t.device != q.device:
-            raise ValueError(f"{name}: expected q's shape {tuple(q.shape)}, dtype {q.dtype} and "
-                             f"device {q.device}, got {tuple(t.shape)}, {t.dtype} on {t.device}")
-    B, Sq, Hq, _ = q.shape
+        if tuple(t.shape) != o_shape or t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name}: expected the forward output's shape {o_shape}, q's dtype "
+                             f"{q.dtype} and device {q.device}, got {tuple(t.shape)}, {t.dtype} "
+                             f"on {t.device}")
     if (not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32
             or tuple(lse.shape) != (B, Hq, Sq) or lse.device != q.device):
         got = (f"{tuple(lse.shape)} {lse.dtype} on {lse.device}" if isinstance(lse, torch.Tensor)
@@ -232,13 +234,15 @@ def _lse_grads(grad_lse, q, k, v, out, lse, softmax_scale, causal, deterministic
     lse_i = log sum_j exp(s_ij) with s_ij = scale * q_i.k_j, so d lse_i / d s_ij = P_ij and
       dq_i = scale * g_i * sum_j P_ij k_j   -- the forward's output with v := k;
       dk_j = scale * sum_i P_ij g_i q_i     -- the backward's dv for dout_i := scale * g_i * q_i
-    (under GQA both sum over a KV head's query heads, as the library's dk/dv do).
+    (under GQA both sum over a KV head's query heads, as the library's dk/dv do). Both calls
+    take v := k (P does not depend on v), so they hold whatever v's own head dim is; the
+    backward gets that forward's output pk as its out.
     """
     scale = softmax_scale if softmax_scale > 0 else 1.0 / math.sqrt(q.size(-1))
     g = (grad_lse.to(torch.float32) * scale).transpose(1, 2).unsqueeze(-1)  # (B, Sq, Hq, 1)
     pk, _ = fwd(q, k, k, softmax_scale, causal, backend)
     dq = g * pk.to(torch.float32)
-    _, _, dk = bwd((g * q.to(torch.float32)).to(q.dtype), q, k, v, out, lse, softmax_scale,
+    _, _, dk = bwd((g * q.to(torch.float32)).to(q.dtype), q, k, k, pk, lse, softmax_scale,
                    causal, deterministic, backend)
     return dq, dk.to(torch.float32)
 
@@ -290,9 +294,9 @@ if HAS_CUSTOM_OP:
     def _fwd_fake(q, k, v, softmax_scale, causal, backend, deterministic=False):
         _check_group(q, k, v)
         B, Sq, Hq, D = q.shape
-        if k.dim() == 4 and (k.size(3) != D or v.size(3) != D):
-            raise ValueError(f"k/v: head dim {k.size(3)}/{v.size(3)} differs from q's {D}")
-        return (q.new_empty((B, Sq, Hq, D)),
+        if k.size(3) != D:
+            raise ValueError(f"k: head dim {k.size(3)} differs from q's {D}")
+        return (q.new_empty((B, Sq, Hq, v.size(3))),
                 q.new_empty((B, Hq, Sq), dtype=torch.float32))
 
     _bwd = torch.library.custom_op("flashattn::bwd", _bwd_impl, mutates_args=(),
@@ -447,8 +451,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     return_attn_probs=False, return_lse=False, *, backend="auto"):
     """FlashAttention with FlashAttention 2's arguments, layout and autograd.
 
-    q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k, headdim), with
-    nheads % nheads_k == 0 (GQA/MQA); float16 or bfloat16 CUDA tensors whose last dimension has
+    q: (batch, seqlen_q, nheads, headdim); k: (batch, seqlen_k, nheads_k, headdim); v: (batch,
+    seqlen_k, nheads_k, headdim_v), with nheads % nheads_k == 0 (GQA/MQA); headdim and headdim_v
+    any multiples of 8 up to 256 (they may differ, e.g. 192 and 128); float16 or bfloat16 CUDA tensors whose last dimension has
     stride 1 (other strides are free: views such as packed-qkv slices are used without copies
     when 16-byte aligned with strides that are multiples of 8, and copied otherwise).
     softmax_scale defaults to 1/sqrt(headdim); causal masking is bottom-right aligned.
@@ -456,7 +461,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     stream to stream), at some speed; the forward always is.
     dropout_p, window_size, softcap, alibi_slopes and return_attn_probs exist for FlashAttention
     2 compatibility; any value but their defaults raises NotImplementedError naming the feature.
-    Returns out (batch, seqlen_q, nheads, headdim), or (out, lse) with lse
+    Returns out (batch, seqlen_q, nheads, headdim_v), or (out, lse) with lse
     (batch, nheads, seqlen_q) float32 (natural log) when return_lse is True; gradients flow
     back through both.
     """
@@ -470,9 +475,11 @@ def which_backend(q, k, v, softmax_scale=None, causal=False, backend="auto") -> 
     """Name of the backend the library would run for these inputs (validates them too)."""
     _check_group(q, k, v)
     (q, dq), (k, dk), (v, dv) = _prepared(q), _prepared(k), _prepared(v)
+    # resolve_backend writes nothing: out's descriptor only needs the right shape and layout.
+    out = torch.empty((q.size(0), q.size(1), q.size(2), v.size(3)), dtype=q.dtype, device=q.device)
     with torch.cuda.device(q.device):
-        # q stands in for out: same shape and dtype, and resolve_backend writes nothing.
-        return _lib.resolve_backend(dq, dk, dv, dq, 0, _scale_arg(softmax_scale), causal, backend)
+        return _lib.resolve_backend(dq, dk, dv, _prepared(out)[1], 0, _scale_arg(softmax_scale),
+                                    causal, backend)
 
 
 def which_backward_backend(q, k, v, softmax_scale=None, causal=False, deterministic=False,
@@ -482,12 +489,14 @@ def which_backward_backend(q, k, v, softmax_scale=None, causal=False, determinis
     (q, qd), (k, kd), (v, vd) = _prepared(q), _prepared(k), _prepared(v)
     lse = torch.empty((q.size(0), q.size(2), q.size(1)), dtype=torch.float32, device=q.device)
     # The gradients must not overlap any input (the library checks), so they get their own
-    # (never touched) buffers; q stands in for dout and out, which may alias inputs.
-    # (the tensors stay referenced until the call returns: a freed one's memory would be the
-    # next one's).
+    # (never touched) buffers; one out-shaped buffer stands in for dout and out, which may
+    # alias each other. (The tensors stay referenced until the call returns: a freed one's
+    # memory would be the next one's.)
     bufs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)]
     grads = [_prepared(t)[1] for t in bufs]
+    out = torch.empty((q.size(0), q.size(1), q.size(2), v.size(3)), dtype=q.dtype, device=q.device)
+    od = _prepared(out)[1]
     with torch.cuda.device(q.device):
-        return _lib.resolve_backward_backend(qd, qd, kd, vd, qd, lse.data_ptr(), *grads,
+        return _lib.resolve_backward_backend(od, qd, kd, vd, od, lse.data_ptr(), *grads,
                                              _scale_arg(softmax_scale), causal, deterministic,
                                              backend)

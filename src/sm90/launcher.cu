@@ -6,6 +6,7 @@
 
 #include "api/backends.h"
 #include "sm90/fwd/launch.h"
+#include "sm90/head_dim.h"
 
 namespace flashattn::detail {
 
@@ -14,8 +15,9 @@ bool sm90_built() { return true; }
 // The device's capability (9.0) is choose_backend's check, and p.scale > 0 validation's
 // (src/api/backends.h): only what the sm90 kernels add is checked here.
 Status sm90_supports(const FwdParams& p) {
-  if (p.d != 64 && p.d != 128 && p.d != 256)
-    return {StatusCode::kNotSupported, "backend sm90: head dim " + std::to_string(p.d) + " not supported (64, 128, 256)"};
+  if (sm90::fwd_kernel_head_dim(p.d, p.d_v) == 0)
+    return {StatusCode::kNotSupported, "backend sm90: head dims " + std::to_string(p.d) + "/" + std::to_string(p.d_v) +
+                                           " not supported (up to 256)"};
   // TMA: non-innermost strides must be nonzero multiples of 16 bytes (validation guarantees
   // multiples of 8 elements; a zero/broadcast stride is the remaining case).
   const int64_t strides[] = {p.q.ss, p.q.sh, p.q.sb, p.k.ss, p.k.sh, p.k.sb, p.v.ss, p.v.sh, p.v.sb};
@@ -30,7 +32,10 @@ Status sm90_supports(const FwdParams& p) {
 // Precondition: choose_backend picked sm90 for p (device 9.0, sm90_supports ok).
 Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == ElemType::kBFloat16;
-  switch (p.d) {
+  // A head dim between two instantiated ones runs on the larger kernel: TMA fills the columns
+  // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
+  // never written (the TMA store clips them; the direct store skips them).
+  switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
     case 64: return bf16 ? sm90::run_fwd<64, true>(p, stream) : sm90::run_fwd<64, false>(p, stream);
     case 128: return bf16 ? sm90::run_fwd<128, true>(p, stream) : sm90::run_fwd<128, false>(p, stream);
     default: return bf16 ? sm90::run_fwd<256, true>(p, stream) : sm90::run_fwd<256, false>(p, stream);

@@ -20,6 +20,7 @@ struct Sm90BwdArgs {
   int64_t dk_sb = 0, dk_ss = 0, dk_sh = 0;
   int64_t dv_sb = 0, dv_ss = 0, dv_sh = 0;
   int sq = 0, sk = 0, hq = 0, hkv = 0, h_ratio = 1;
+  int d = 0, d_v = 0;  // dK's and dV's columns (<= the kernel's head dim; no others are written)
   int sq_pad = 0, num_m_blocks = 0;
   float scale = 0.f;       // dK = scale * dS^T Q
   float scale_log2 = 0.f;  // P = exp2(scale_log2 * S - lse_log2)

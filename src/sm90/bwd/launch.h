@@ -54,7 +54,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   pre.hq = p.hq;
   pre.sq = p.sq;
   pre.sq_pad = sq_pad;
-  pre.d = p.d;
+  pre.d = p.d_v;  // dsum = rowsum(dO * O) over O's columns
   sm90_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
   Status s = detail::check_launch("backend sm90 backward: preprocess");
   if (!s.ok()) return s;
@@ -62,9 +62,9 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap tmQ, tmK, tmV, tmDo;
   if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
-      !encode_bshd(&tmDo, p.dout, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
+      !encode_bshd(&tmDo, p.dout, dt, p.b, p.sq, p.hq, p.d_v, Cfg::kBlockM) ||
       !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN))
+      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d_v, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90 backward: cuTensorMapEncodeTiled failed"};
 
   Sm90BwdArgs args;
@@ -85,6 +85,8 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   args.hq = p.hq;
   args.hkv = p.hkv;
   args.h_ratio = p.h_ratio;
+  args.d = p.d;
+  args.d_v = p.d_v;
   args.sq_pad = sq_pad;
   args.num_m_blocks = num_m;
   args.scale = p.scale;
@@ -104,6 +106,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   post.hq = p.hq;
   post.sq = p.sq;
   post.num_m_blocks = num_m;
+  post.d = p.d;
   post.scale = p.scale;
   sm90_bwd_postprocess<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(post);
   return detail::check_launch("backend sm90 backward: postprocess");

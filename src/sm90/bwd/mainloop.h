@@ -190,8 +190,10 @@ struct BwdMma {
       if (key < args.sk) {
         const int64_t ok = b * args.dk_sb + key * args.dk_ss + hk * args.dk_sh + d;
         const int64_t ov = b * args.dv_sb + key * args.dv_ss + hk * args.dv_sh + d;
-        *reinterpret_cast<uint32_t*>(dk + ok) = arch::pack_f32x2<Cfg::kBf16>(rdK[i] * args.scale, rdK[i + 1] * args.scale);
-        *reinterpret_cast<uint32_t*>(dv + ov) = arch::pack_f32x2<Cfg::kBf16>(rdV[i], rdV[i + 1]);
+        // Columns past the caller's head dims (zero-filled inputs) are not written.
+        if (d < args.d)
+          *reinterpret_cast<uint32_t*>(dk + ok) = arch::pack_f32x2<Cfg::kBf16>(rdK[i] * args.scale, rdK[i + 1] * args.scale);
+        if (d < args.d_v) *reinterpret_cast<uint32_t*>(dv + ov) = arch::pack_f32x2<Cfg::kBf16>(rdV[i], rdV[i + 1]);
       }
     }
   }

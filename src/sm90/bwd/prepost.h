@@ -57,6 +57,7 @@ struct BwdPostArgs {
   const float* dq_accum = nullptr;
   detail::Tensor4 dq;
   int b = 0, hq = 0, sq = 0, num_m_blocks = 0;
+  int d = 0;  // dq's columns (the accumulator's past d are zero and not written)
   float scale = 0.f;
 };
 
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a)
     int r = 0, c = 0;
     Cfg::dq_element(4 * v, &r, &c);
     const int m = m_block * Cfg::kBlockM + r;
+    if (c >= a.d) continue;  // d is even: a column pair is both in or both out
     if (m < a.sq)
       *reinterpret_cast<uint32_t*>(dq + a.dq.offset(b, m, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
     if (m + 8 < a.sq)

@@ -32,8 +32,9 @@ __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&
     Elem* orow = o + static_cast<int64_t>(row) * args.o_ss + 2 * q;
 #pragma unroll
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
-      const int i = 4 * c + 2 * r;  // elements i, i+1: columns 8c + 2q, +1
-      *reinterpret_cast<uint32_t*>(orow + 8 * c) = arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]);
+      const int i = 4 * c + 2 * r;  // elements i, i+1: columns 8c + 2q, +1 (dv is even: both or neither)
+      if (8 * c + 2 * q < args.d_v)
+        *reinterpret_cast<uint32_t*>(orow + 8 * c) = arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]);
     }
     if (args.lse != nullptr && q == 0)
       args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];

@@ -18,6 +18,7 @@ struct Sm90FwdArgs {
   void* o;     // (B, Sq, Hq, D), q's dtype
   float* lse;  // (B, Hq, Sq) fp32 or null
   int64_t o_sb, o_ss, o_sh;
+  int d_v;     // O's columns (<= the kernel's head dim; columns past it are never written)
   int sq, sk, hq, b;
   FastDiv div_h_ratio;  // x / h_ratio
   TileOrder order;

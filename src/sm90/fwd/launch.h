@@ -32,7 +32,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
   if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
       !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN))
+      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d_v, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
 
   Sm90FwdArgs args{};
@@ -41,6 +41,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.o_sb = p.o.sb;
   args.o_ss = p.o.ss;
   args.o_sh = p.o.sh;
+  args.d_v = p.d_v;
   args.sq = p.sq;
   args.sk = p.sk;
   args.hq = p.hq;
@@ -53,7 +54,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kTmaStoreEpilogue) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.o.ss > 0 && p.o.ss % 8 == 0 &&
                          p.o.sh > 0 && p.o.sh % 8 == 0 && p.o.sb > 0 && p.o.sb % 8 == 0;
-    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d, 64);
+    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d_v, 64);
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
@@ -61,7 +62,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   const long long tiles = (long long)num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
-  args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, p.d,
+  args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, (p.d + p.d_v) / 2,  // K and V bytes per key
                                kCausal && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
