@@ -9,8 +9,10 @@
 namespace flashattn::ref {
 namespace {
 
-int64_t idx(const Problem& pr, int b, int s, int h, int d, int seqlen, int heads) {
-  return ((static_cast<int64_t>(b) * seqlen + s) * heads + h) * pr.d + d;
+// Element e of row (b, s, h) of a contiguous (B, seqlen, heads, width) tensor: width is d for
+// q and k, value_dim() for v and out.
+int64_t idx(int b, int s, int h, int e, int seqlen, int heads, int width) {
+  return ((static_cast<int64_t>(b) * seqlen + s) * heads + h) * width + e;
 }
 
 float bf16_round(float x) {
@@ -58,6 +60,7 @@ void attention_fp64(const Problem& pr, const double* q, const double* k, const d
                     double* out, double* lse) {
   const double scale = pr.effective_scale();
   const int ratio = pr.hq / pr.hkv;
+  const int dv = pr.value_dim();
   std::vector<double> s(pr.sk);
   for (int b = 0; b < pr.b; ++b)
     for (int h = 0; h < pr.hq; ++h)
@@ -68,17 +71,18 @@ void attention_fp64(const Problem& pr, const double* q, const double* k, const d
         for (int64_t j = 0; j < n; ++j) {
           double dot = 0;
           for (int d = 0; d < pr.d; ++d)
-            dot += q[idx(pr, b, i, h, d, pr.sq, pr.hq)] * k[idx(pr, b, int(j), hk, d, pr.sk, pr.hkv)];
+            dot += q[idx(b, i, h, d, pr.sq, pr.hq, pr.d)] *
+                   k[idx(b, int(j), hk, d, pr.sk, pr.hkv, pr.d)];
           s[j] = dot * scale;
           mx = std::max(mx, s[j]);
         }
         double sum = 0;
         for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
-        for (int d = 0; d < pr.d; ++d) {
+        for (int e = 0; e < dv; ++e) {
           double acc = 0;
           for (int64_t j = 0; j < n; ++j)
-            acc += std::exp(s[j] - mx) * v[idx(pr, b, int(j), hk, d, pr.sk, pr.hkv)];
-          out[idx(pr, b, i, h, d, pr.sq, pr.hq)] = n > 0 ? acc / sum : 0.0;
+            acc += std::exp(s[j] - mx) * v[idx(b, int(j), hk, e, pr.sk, pr.hkv, dv)];
+          out[idx(b, i, h, e, pr.sq, pr.hq, dv)] = n > 0 ? acc / sum : 0.0;
         }
         if (lse)
           lse[(int64_t(b) * pr.hq + h) * pr.sq + i] =
@@ -90,6 +94,7 @@ void attention_lowp(const Problem& pr, DType dt, const double* q, const double* 
                     const double* v, double* out) {
   const double scale = pr.effective_scale();
   const int ratio = pr.hq / pr.hkv;
+  const int dv = pr.value_dim();
   std::vector<double> p(pr.sk);
   for (int b = 0; b < pr.b; ++b)
     for (int h = 0; h < pr.hq; ++h)
@@ -100,19 +105,19 @@ void attention_lowp(const Problem& pr, DType dt, const double* q, const double* 
         for (int64_t j = 0; j < n; ++j) {
           float dot = 0;
           for (int d = 0; d < pr.d; ++d)
-            dot += float(q[idx(pr, b, i, h, d, pr.sq, pr.hq)]) *
-                   float(k[idx(pr, b, int(j), hk, d, pr.sk, pr.hkv)]);
+            dot += float(q[idx(b, i, h, d, pr.sq, pr.hq, pr.d)]) *
+                   float(k[idx(b, int(j), hk, d, pr.sk, pr.hkv, pr.d)]);
           p[j] = round_to(dt, dot * float(scale));
           mx = std::max(mx, float(p[j]));
         }
         float sum = 0;
         for (int64_t j = 0; j < n; ++j) sum += std::exp(float(p[j]) - mx);
         for (int64_t j = 0; j < n; ++j) p[j] = round_to(dt, std::exp(float(p[j]) - mx) / sum);
-        for (int d = 0; d < pr.d; ++d) {
+        for (int e = 0; e < dv; ++e) {
           float acc = 0;
           for (int64_t j = 0; j < n; ++j)
-            acc += float(p[j]) * float(v[idx(pr, b, int(j), hk, d, pr.sk, pr.hkv)]);
-          out[idx(pr, b, i, h, d, pr.sq, pr.hq)] = round_to(dt, acc);
+            acc += float(p[j]) * float(v[idx(b, int(j), hk, e, pr.sk, pr.hkv, dv)]);
+          out[idx(b, i, h, e, pr.sq, pr.hq, dv)] = round_to(dt, acc);
         }
       }
 }

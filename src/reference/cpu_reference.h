@@ -1,4 +1,5 @@
-// CPU references (host only). Tensors are contiguous (B, S, H, D); lse is (B, Hq, Sq).
+// CPU references (host only). Tensors are contiguous: q, k, dq, dk (B, S, H, D); v, out, dout,
+// dv (B, S, H, Dv); lse is (B, Hq, Sq).
 #pragma once
 
 #include <vector>
@@ -9,9 +10,13 @@ namespace flashattn::ref {
 
 struct Problem {
   int b = 1, sq = 1, sk = 1, hq = 1, hkv = 1, d = 64;
+  // Head dim of v, out, dout and dv; 0 means "same as d" (so a caller that never sets it
+  // describes the Dv == D problem it always did). Read it through value_dim().
+  int dv = 0;
   bool causal = false;
-  double scale = 0.0;  // 0 means 1/sqrt(d)
+  double scale = 0.0;  // 0 means 1/sqrt(d): q.k's head dim, whatever dv is
   double effective_scale() const;
+  int value_dim() const { return dv > 0 ? dv : d; }
 };
 
 // Exact attention with fp64 accumulation: the yardstick every kernel is measured against.

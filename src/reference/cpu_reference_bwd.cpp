@@ -18,9 +18,10 @@ int64_t key_end(const Problem& pr, int64_t i) {
   return pr.causal ? std::clamp<int64_t>(i + pr.sk - pr.sq + 1, 0, pr.sk) : pr.sk;
 }
 
-// Element offset of row (b, s, h) of a contiguous (B, S, H, D) tensor.
-int64_t row_at(const Problem& pr, int64_t b, int64_t s, int64_t h, int64_t seqlen, int64_t heads) {
-  return ((b * seqlen + s) * heads + h) * pr.d;
+// Element offset of row (b, s, h) of a contiguous (B, S, H, width) tensor: width is d for q, k,
+// dq, dk and value_dim() for v, dout, out, dv.
+int64_t row_at(int64_t b, int64_t s, int64_t h, int64_t seqlen, int64_t heads, int64_t width) {
+  return ((b * seqlen + s) * heads + h) * width;
 }
 
 // Four independent partial sums: the dot products dominate the cost on long sequences and a
@@ -61,21 +62,25 @@ void attention_backward_fp64(const Problem& pr, const double* q, const double* k
                              double* dv) {
   const double scale = pr.effective_scale();
   const int ratio = pr.hq / pr.hkv;
-  const int D = pr.d;
-  const int64_t n_kv = int64_t(pr.b) * pr.sk * pr.hkv * D;
-  std::fill(dk, dk + n_kv, 0.0);
-  std::fill(dv, dv + n_kv, 0.0);
-  const int64_t key_stride = int64_t(pr.hkv) * D;  // between consecutive keys of one head
-  std::vector<double> p(static_cast<size_t>(pr.sk)), o(static_cast<size_t>(D));
+  const int D = pr.d, DV = pr.value_dim();
+  const int64_t n_k = int64_t(pr.b) * pr.sk * pr.hkv * D;
+  const int64_t n_v = int64_t(pr.b) * pr.sk * pr.hkv * DV;
+  std::fill(dk, dk + n_k, 0.0);
+  std::fill(dv, dv + n_v, 0.0);
+  // Between consecutive keys of one head, in k (and dk) and in v (and dv).
+  const int64_t k_stride = int64_t(pr.hkv) * D, v_stride = int64_t(pr.hkv) * DV;
+  std::vector<double> p(static_cast<size_t>(pr.sk)), o(static_cast<size_t>(DV));
 
   for (int64_t b = 0; b < pr.b; ++b)
     for (int64_t h = 0; h < pr.hq; ++h) {
-      const int64_t kv0 = row_at(pr, b, 0, h / ratio, pr.sk, pr.hkv);
-      const double *k0 = k + kv0, *v0 = v + kv0;
-      double *dk0 = dk + kv0, *dv0 = dv + kv0;
+      const int64_t k_at = row_at(b, 0, h / ratio, pr.sk, pr.hkv, D);
+      const int64_t v_at = row_at(b, 0, h / ratio, pr.sk, pr.hkv, DV);
+      const double *k0 = k + k_at, *v0 = v + v_at;
+      double *dk0 = dk + k_at, *dv0 = dv + v_at;
       for (int64_t i = 0; i < pr.sq; ++i) {
-        const int64_t qrow = row_at(pr, b, i, h, pr.sq, pr.hq);
-        const double *qi = q + qrow, *doi = dout + qrow;
+        const int64_t qrow = row_at(b, i, h, pr.sq, pr.hq, D);
+        const int64_t orow = row_at(b, i, h, pr.sq, pr.hq, DV);
+        const double *qi = q + qrow, *doi = dout + orow;
         double* dqi = dq + qrow;
         std::fill(dqi, dqi + D, 0.0);
         const int64_t n = key_end(pr, i);
@@ -83,7 +88,7 @@ void attention_backward_fp64(const Problem& pr, const double* q, const double* k
 
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n; ++j) {
-          p[j] = scale * dot(qi, k0 + j * key_stride, D);
+          p[j] = scale * dot(qi, k0 + j * k_stride, D);
           mx = std::max(mx, p[j]);
         }
         double sum = 0;
@@ -91,15 +96,15 @@ void attention_backward_fp64(const Problem& pr, const double* q, const double* k
         std::fill(o.begin(), o.end(), 0.0);
         for (int64_t j = 0; j < n; ++j) {
           p[j] /= sum;
-          axpy(p[j], v0 + j * key_stride, o.data(), D);
+          axpy(p[j], v0 + j * v_stride, o.data(), DV);
         }
         // rowsum(P * dP) == dO . O: the softmax Jacobian's diagonal correction.
-        const double dsum = dot(doi, o.data(), D);
+        const double dsum = dot(doi, o.data(), DV);
         for (int64_t j = 0; j < n; ++j) {
-          const double ds = p[j] * (dot(doi, v0 + j * key_stride, D) - dsum);
-          axpy(scale * ds, k0 + j * key_stride, dqi, D);
-          axpy(scale * ds, qi, dk0 + j * key_stride, D);
-          axpy(p[j], doi, dv0 + j * key_stride, D);
+          const double ds = p[j] * (dot(doi, v0 + j * v_stride, DV) - dsum);
+          axpy(scale * ds, k0 + j * k_stride, dqi, D);
+          axpy(scale * ds, qi, dk0 + j * k_stride, D);
+          axpy(p[j], doi, dv0 + j * v_stride, DV);
         }
       }
     }
@@ -110,46 +115,48 @@ void attention_backward_lowp(const Problem& pr, DType dt, const double* q, const
                              const double* dout, double* dq, double* dk, double* dv) {
   const float scale = static_cast<float>(pr.effective_scale());
   const int ratio = pr.hq / pr.hkv;
-  const int D = pr.d;
+  const int D = pr.d, DV = pr.value_dim();
   const int64_t n_q = int64_t(pr.b) * pr.sq * pr.hq * D;
-  const int64_t n_kv = int64_t(pr.b) * pr.sk * pr.hkv * D;
-  const std::vector<float> qf = to_dtype(dt, q, n_q), kf = to_dtype(dt, k, n_kv),
-                           vf = to_dtype(dt, v, n_kv), of = to_dtype(dt, out, n_q),
-                           dof = to_dtype(dt, dout, n_q);
+  const int64_t n_o = int64_t(pr.b) * pr.sq * pr.hq * DV;
+  const int64_t n_k = int64_t(pr.b) * pr.sk * pr.hkv * D;
+  const int64_t n_v = int64_t(pr.b) * pr.sk * pr.hkv * DV;
+  const std::vector<float> qf = to_dtype(dt, q, n_q), kf = to_dtype(dt, k, n_k),
+                           vf = to_dtype(dt, v, n_v), of = to_dtype(dt, out, n_o),
+                           dof = to_dtype(dt, dout, n_o);
   // dk/dv stay fp32 until every query head of the group has added in, as a kernel's
   // accumulators (or its fp32 reduction of per-head partials) would.
-  std::vector<float> dk_acc(static_cast<size_t>(n_kv), 0.f), dv_acc(static_cast<size_t>(n_kv), 0.f);
+  std::vector<float> dk_acc(static_cast<size_t>(n_k), 0.f), dv_acc(static_cast<size_t>(n_v), 0.f);
   std::vector<float> dq_acc(static_cast<size_t>(D));
-  const int64_t key_stride = int64_t(pr.hkv) * D;
+  const int64_t k_stride = int64_t(pr.hkv) * D, v_stride = int64_t(pr.hkv) * DV;
 
   for (int64_t b = 0; b < pr.b; ++b)
     for (int64_t h = 0; h < pr.hq; ++h) {
-      const int64_t kv0 = row_at(pr, b, 0, h / ratio, pr.sk, pr.hkv);
-      const float *k0 = kf.data() + kv0, *v0 = vf.data() + kv0;
-      float *dk0 = dk_acc.data() + kv0, *dv0 = dv_acc.data() + kv0;
+      const int64_t k_at = row_at(b, 0, h / ratio, pr.sk, pr.hkv, D);
+      const int64_t v_at = row_at(b, 0, h / ratio, pr.sk, pr.hkv, DV);
+      const float *k0 = kf.data() + k_at, *v0 = vf.data() + v_at;
+      float *dk0 = dk_acc.data() + k_at, *dv0 = dv_acc.data() + v_at;
       for (int64_t i = 0; i < pr.sq; ++i) {
-        const int64_t qrow = row_at(pr, b, i, h, pr.sq, pr.hq);
-        const float *qi = qf.data() + qrow, *doi = dof.data() + qrow;
+        const int64_t qrow = row_at(b, i, h, pr.sq, pr.hq, D);
+        const int64_t orow = row_at(b, i, h, pr.sq, pr.hq, DV);
+        const float *qi = qf.data() + qrow, *doi = dof.data() + orow;
         const double l = lse[(b * pr.hq + h) * pr.sq + i];
         const int64_t n = std::isinf(l) && l < 0 ? 0 : key_end(pr, i);
         std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
         const float lse_f = static_cast<float>(l);
-        const float dsum = n > 0 ? dot(doi, of.data() + qrow, D) : 0.f;
+        const float dsum = n > 0 ? dot(doi, of.data() + orow, DV) : 0.f;
         for (int64_t j = 0; j < n; ++j) {
-          const float pj = std::exp(scale * dot(qi, k0 + j * key_stride, D) - lse_f);
+          const float pj = std::exp(scale * dot(qi, k0 + j * k_stride, D) - lse_f);
           // dS uses the fp32 P; the 16-bit copies are what the tensor-core products consume.
-          const float ds = rnd(dt, pj * (dot(doi, v0 + j * key_stride, D) - dsum));
-          axpy(ds, k0 + j * key_stride, dq_acc.data(), D);
-          axpy(ds, qi, dk0 + j * key_stride, D);
-          axpy(rnd(dt, pj), doi, dv0 + j * key_stride, D);
+          const float ds = rnd(dt, pj * (dot(doi, v0 + j * v_stride, DV) - dsum));
+          axpy(ds, k0 + j * k_stride, dq_acc.data(), D);
+          axpy(ds, qi, dk0 + j * k_stride, D);
+          axpy(rnd(dt, pj), doi, dv0 + j * v_stride, DV);
         }
         for (int e = 0; e < D; ++e) dq[qrow + e] = round_to(dt, scale * dq_acc[e]);
       }
     }
-  for (int64_t e = 0; e < n_kv; ++e) {
-    dk[e] = round_to(dt, scale * dk_acc[e]);
-    dv[e] = round_to(dt, dv_acc[e]);
-  }
+  for (int64_t e = 0; e < n_k; ++e) dk[e] = round_to(dt, scale * dk_acc[e]);
+  for (int64_t e = 0; e < n_v; ++e) dv[e] = round_to(dt, dv_acc[e]);
 }
 
 }  // namespace flashattn::ref

@@ -104,7 +104,9 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
     return r;
   }
   const TensorRef& q = args.q;
-  const int64_t n = q.shape[0] * q.shape[1] * q.shape[2] * q.shape[3];
+  // out is (B, Sq, Hq, Dv): validated to be q's first three dims with v's head dim.
+  const int64_t* out_shape = args.out.shape;
+  const int64_t n = out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3];
   const int64_t n_lse = int64_t(p.b) * p.hq * p.sq;
   void *ref = nullptr, *lowp = nullptr;
   float *lse_ref = nullptr, *lse_lowp = nullptr;
@@ -114,7 +116,8 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
             cudaMalloc(&lse_lowp, n_lse * 4) == cudaSuccess &&
             cudaMalloc(&scratch, sizeof(unsigned)) == cudaSuccess;
   if (ok) {
-    const TensorRef contig = make_contiguous(ref, q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+    const TensorRef contig =
+        make_contiguous(ref, q.dtype, out_shape[0], out_shape[1], out_shape[2], out_shape[3]);
     detail::FwdParams pr = p;
     pr.o = {ref, contig.stride[0], contig.stride[1], contig.stride[2]};
     pr.lse = lse_ref;
@@ -124,8 +127,8 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
     ok = detail::reference_forward(pr, s).ok() && detail::reference_forward_lowp(pl, s).ok();
     if (ok) {
       const double atol = default_atol(q.dtype);
-      r.out_err = max_diff(args.out.data, q.dtype, args.out.stride, ref, q.shape, scratch, s);
-      r.out_lowp_err = max_diff(lowp, q.dtype, contig.stride, ref, q.shape, scratch, s);
+      r.out_err = max_diff(args.out.data, q.dtype, args.out.stride, ref, out_shape, scratch, s);
+      r.out_lowp_err = max_diff(lowp, q.dtype, contig.stride, ref, out_shape, scratch, s);
       r.out_bound = 2 * r.out_lowp_err + atol;
       r.pass = r.out_err <= r.out_bound;
       if (args.lse != nullptr) {

@@ -24,8 +24,8 @@ struct Report {
   std::string message;  // empty on success; the reason otherwise
 };
 
-// Compares args.out (and args.lse) written by the call under test with the fp32 GPU reference
-// and the input-precision reference, under max|out-ref| <= 2 max|lowp-ref| + atol.
+// Compares args.out (B, Sq, Hq, Dv) (and args.lse) written by the call under test with the fp32
+// GPU reference and the input-precision reference, under max|out-ref| <= 2 max|lowp-ref| + atol.
 Report check_against_reference(const ForwardArgs& args, cudaStream_t s);
 
 // Default absolute tolerance of the rule for a dtype.

@@ -1,9 +1,11 @@
 // Naive GPU reference: one block per (query row, head, batch), fp32 accumulation, 64-bit
-// offsets, correct for every shape the API accepts. Speed is not a goal; obviousness is.
+// offsets, correct for every shape the API accepts (q/k head dim d and v/out head dim d_v, each
+// anything from 1 to 256). Speed is not a goal; obviousness is.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <string>
 
 #include "api/backends.h"
 #include "common/mask.h"
@@ -12,7 +14,7 @@ namespace flashattn::detail {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxHeadDim = 256;  // of q/k (sQ) and of v/out (acc): both checked at launch
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -65,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
   const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
   float m = -INFINITY;  // running max of raw scores
   float l = 0.f;        // running sum of exp(scale*(s - m))
-  float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};
+  float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};  // out elements t, t + kThreads (< d_v)
 
   for (int64_t j0 = 0; j0 < n_keys; j0 += kThreads) {
     const int64_t j = j0 + t;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
     sP[t] = pj;
     __syncthreads();
     const int n_here = static_cast<int>(n_keys - j0 < kThreads ? n_keys - j0 : kThreads);
-    for (int c = 0; c * kThreads + t < p.d; ++c) {
+    for (int c = 0; c * kThreads + t < p.d_v; ++c) {
       const int d = c * kThreads + t;
       float a = acc[c] * alpha;
       for (int jj = 0; jj < n_here; ++jj) a = fmaf(sP[jj], to_float(vb[(j0 + jj) * p.v.ss + d]), a);
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
 
   T* o = static_cast<T*>(p.o.ptr) + p.o.offset(b, i, h);
   const float inv = l > 0.f ? 1.f / l : 0.f;  // fully masked row: output 0
-  for (int c = 0; c * kThreads + t < p.d; ++c) o[c * kThreads + t] = from_float<T>(acc[c] * inv);
+  for (int c = 0; c * kThreads + t < p.d_v; ++c) o[c * kThreads + t] = from_float<T>(acc[c] * inv);
   if (p.lse != nullptr && t == 0) {
     p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i] =
         l > 0.f ? m * p.scale + logf(l) : -INFINITY;
@@ -105,8 +107,9 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
 
 template <bool kLowp>
 Status launch_reference(const FwdParams& p, cudaStream_t stream) {
-  if (p.d > kMaxHeadDim)
-    return {StatusCode::kNotSupported, "backend reference: head dim above 256"};
+  if (p.d < 1 || p.d > kMaxHeadDim || p.d_v < 1 || p.d_v > kMaxHeadDim)
+    return {StatusCode::kNotSupported, "backend reference: head dims d " + std::to_string(p.d) +
+                                           ", d_v " + std::to_string(p.d_v) + " not in 1..256"};
   if (p.hq > 65535 || p.b > 65535)
     return {StatusCode::kNotSupported, "backend reference: heads or batch above 65535"};
   const dim3 grid(static_cast<unsigned>(p.sq), static_cast<unsigned>(p.hq),

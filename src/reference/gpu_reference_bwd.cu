@@ -6,12 +6,14 @@
 //   - dk/dv: one block per (key, kv head, batch); its warps split the rows of every query head
 //     of the group, so the GQA sum happens in registers, never through atomics.
 // A warp owns one (row, key) pair at a time with the lanes across the head dim: the loads of a
-// row are contiguous and the three dot products are warp reductions. Every sum runs in a fixed
-// order, so the result is bitwise reproducible.
+// row are contiguous and the three dot products are warp reductions. q, k, dq, dk rows are d
+// wide; v, out, dout, dv rows d_v wide (each 1..256; lanes past a row's width hold 0). Every
+// sum runs in a fixed order, so the result is bitwise reproducible.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <string>
 
 #include "api/backends.h"
 #include "common/mask.h"
@@ -21,7 +23,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxHeadDim = 256;  // of d and of d_v, checked at launch
 constexpr int kPerLane = kMaxHeadDim / 32;  // lane l holds head-dim elements l, l+32, ...
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -89,8 +91,8 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p)
 
   float q[kPerLane], dout[kPerLane], o[kPerLane];
   load_row(static_cast<const T*>(p.q.ptr) + p.q.offset(b, i, h), p.d, lane, q);
-  load_row(static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, i, h), p.d, lane, dout);
-  load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, i, h), p.d, lane, o);
+  load_row(static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, i, h), p.d_v, lane, dout);
+  load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, i, h), p.d_v, lane, o);
   const float lse = p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i];
   const float dsum = warp_dot(dout, o);  // rowsum(P * dP) of this row
   const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p)
   for (int64_t j = warp; j < n_keys; j += kWarps) {
     float k[kPerLane], v[kPerLane];
     load_row(kb + j * p.k.ss, p.d, lane, k);
-    load_row(vb + j * p.v.ss, p.d, lane, v);
+    load_row(vb + j * p.v.ss, p.d_v, lane, v);
     const float pj = prob(warp_dot(q, k), p.scale, lse);
     const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - dsum));
     FLASHATTN_UNROLL
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
 
   float k[kPerLane], v[kPerLane];
   load_row(static_cast<const T*>(p.k.ptr) + p.k.offset(b, j, hk), p.d, lane, k);
-  load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, j, hk), p.d, lane, v);
+  load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, j, hk), p.d_v, lane, v);
   // Rows before row_begin do not see this key (their P is 0): they are skipped, not masked.
   const int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.row_begin(j) : 0;
 
@@ -135,8 +137,8 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
     for (int64_t i = first_row + warp; i < p.sq; i += kWarps) {
       float q[kPerLane], dout[kPerLane], o[kPerLane];
       load_row(qb + i * p.q.ss, p.d, lane, q);
-      load_row(db + i * p.dout.ss, p.d, lane, dout);
-      load_row(ob + i * p.o.ss, p.d, lane, o);
+      load_row(db + i * p.dout.ss, p.d_v, lane, dout);
+      load_row(ob + i * p.o.ss, p.d_v, lane, o);
       const float pj = prob(warp_dot(q, k), p.scale, lse_row[i]);
       const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - warp_dot(dout, o)));
       const float pv = operand<T, kLowp>(pj);
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
     }
   }
   reduce_store(dk, p.scale, p.d, static_cast<T*>(p.dk.ptr) + p.dk.offset(b, j, hk), red);
-  reduce_store(dv, 1.f, p.d, static_cast<T*>(p.dv.ptr) + p.dv.offset(b, j, hk), red);
+  reduce_store(dv, 1.f, p.d_v, static_cast<T*>(p.dv.ptr) + p.dv.offset(b, j, hk), red);
 }
 
 template <typename T, bool kLowp>
@@ -167,11 +169,12 @@ void launch_kernels(const BwdParams& p, cudaStream_t stream) {
 
 template <bool kLowp>
 Status launch_reference_backward(const BwdParams& p, cudaStream_t stream) {
-  if (p.d > kMaxHeadDim)
-    return {StatusCode::kNotSupported, "backend reference: head dim above 256"};
   if (p.hq > 65535 || p.b > 65535)
     return {StatusCode::kNotSupported, "backend reference: heads or batch above 65535"};
   if (p.b == 0 || p.hq == 0 || p.d == 0) return Status::Ok();
+  if (p.d > kMaxHeadDim || p.d_v < 1 || p.d_v > kMaxHeadDim)
+    return {StatusCode::kNotSupported, "backend reference: head dims d " + std::to_string(p.d) +
+                                           ", d_v " + std::to_string(p.d_v) + " not in 1..256"};
   if (p.dtype == ElemType::kFloat16)
     launch_kernels<__half, kLowp>(p, stream);
   else

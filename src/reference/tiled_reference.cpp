@@ -17,13 +17,14 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const double scale_log2 = pr.effective_scale() * kLog2e;  // folded into one FMA per score
   const int ratio = pr.hq / pr.hkv;
-  const int D = pr.d;
+  const int D = pr.d, DV = pr.value_dim();  // q/k rows are D wide, v/out rows DV
   const Mask<MaskKind::kCausal> causal{pr.sq, pr.sk};
   const Mask<MaskKind::kNone> full{pr.sq, pr.sk};
-  auto at = [D](const double* t, int b, int s, int h, int seqlen, int heads) {
-    return t + ((int64_t(b) * seqlen + s) * heads + h) * D;
+  auto at = [](const double* t, int b, int s, int h, int seqlen, int heads, int width) {
+    return t + ((int64_t(b) * seqlen + s) * heads + h) * width;
   };
-  std::vector<double> S(size_t(block_m) * block_n), acc(size_t(block_m) * D), m(block_m), l(block_m);
+  std::vector<double> S(size_t(block_m) * block_n), acc(size_t(block_m) * DV), m(block_m),
+      l(block_m);
 
   for (int b = 0; b < pr.b; ++b)
     for (int h = 0; h < pr.hq; ++h) {
@@ -47,8 +48,8 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
               double s = kNegInf;  // partial tile or masked: -inf before the max
               if (j < pr.sk && j <= limit) {
                 s = 0;
-                const double* qr = at(q, b, i, h, pr.sq, pr.hq);
-                const double* kr = at(k, b, j, hk, pr.sk, pr.hkv);
+                const double* qr = at(q, b, i, h, pr.sq, pr.hq, D);
+                const double* kr = at(k, b, j, hk, pr.sk, pr.hkv, D);
                 for (int d = 0; d < D; ++d) s += qr[d] * kr[d];
               }
               S[size_t(r) * block_n + c] = s;
@@ -65,14 +66,14 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
               rowsum += s;
             }
             l[r] = l[r] * alpha + rowsum;
-            double* a = &acc[size_t(r) * D];
-            for (int d = 0; d < D; ++d) a[d] *= alpha;
+            double* a = &acc[size_t(r) * DV];
+            for (int e = 0; e < DV; ++e) a[e] *= alpha;
             for (int c = 0; c < block_n; ++c) {
               const int j = n0 + c;
               const double p = S[size_t(r) * block_n + c];
               if (p == 0.0) continue;
-              const double* vr = at(v, b, j, hk, pr.sk, pr.hkv);
-              for (int d = 0; d < D; ++d) a[d] += p * vr[d];
+              const double* vr = at(v, b, j, hk, pr.sk, pr.hkv, DV);
+              for (int e = 0; e < DV; ++e) a[e] += p * vr[e];
             }
             m[r] = m_new;
           }
@@ -80,8 +81,8 @@ void attention_tiled(const Problem& pr, int block_m, int block_n, const double* 
         for (int r = 0; r < rows; ++r) {
           const int i = m0 + r;
           const double inv = l[r] > 0 ? 1.0 / l[r] : 0.0;  // fully masked row: 0
-          double* o = const_cast<double*>(at(out, b, i, h, pr.sq, pr.hq));
-          for (int d = 0; d < D; ++d) o[d] = acc[size_t(r) * D + d] * inv;
+          double* o = const_cast<double*>(at(out, b, i, h, pr.sq, pr.hq, DV));
+          for (int e = 0; e < DV; ++e) o[e] = acc[size_t(r) * DV + e] * inv;
           if (lse)
             lse[(int64_t(b) * pr.hq + h) * pr.sq + i] =
                 l[r] > 0 ? (m[r] * scale_log2 + std::log2(l[r])) / kLog2e : kNegInf;

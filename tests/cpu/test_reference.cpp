@@ -1,10 +1,13 @@
-// The tiled online-softmax model agrees with exact attention to 1e-12 over awkward shapes;
-// the rounding helpers and the correctness rule behave as specified.
+// The tiled online-softmax model agrees with exact attention to 1e-12 over awkward shapes and
+// head dims (any multiple of 8, and a v head dim Dv != D); the rounding helpers and the
+// correctness rule behave as specified.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -134,3 +137,159 @@ TEST(LowpReference, ErrorIsOfInputPrecisionOrder) {
   EXPECT_GT(e, 1e-4);  // the rounding is really there
   EXPECT_LT(e, 5e-2);  // and of bf16's order, not a bug
 }
+
+// ---- Head dims: any multiple of 8, and Dv != D (v, out are (.., Dv); q, k are (.., D)) ----
+
+namespace {
+
+struct DimCase {
+  int d, dv;
+};
+
+void PrintTo(const DimCase& c, std::ostream* os) { *os << "d" << c.d << "_dv" << c.dv; }
+
+std::string dim_name(const ::testing::TestParamInfo<DimCase>& info) {
+  std::ostringstream os;
+  PrintTo(info.param, &os);
+  return os.str();
+}
+
+class TiledVsExactHeadDims : public ::testing::TestWithParam<DimCase> {};
+class LowpHeadDims : public ::testing::TestWithParam<DimCase> {};
+
+const auto kDimCases = ::testing::Values(
+    DimCase{192, 128}, DimCase{64, 128}, DimCase{40, 24}, DimCase{128, 64}, DimCase{8, 256},
+    DimCase{8, 8}, DimCase{24, 24}, DimCase{80, 80}, DimCase{96, 96}, DimCase{200, 200},
+    DimCase{256, 256});
+
+Problem dims_problem(int sq, int sk, int hq, int hkv, bool causal, const DimCase& c) {
+  Problem pr;
+  pr.sq = sq; pr.sk = sk; pr.hq = hq; pr.hkv = hkv; pr.causal = causal;
+  pr.d = c.d; pr.dv = c.dv;
+  return pr;
+}
+
+}  // namespace
+
+TEST(ProblemDims, DvDefaultsToDAndScaleFollowsD) {
+  Problem pr;
+  pr.d = 192;
+  EXPECT_EQ(pr.value_dim(), 192);
+  pr.dv = 128;
+  EXPECT_EQ(pr.value_dim(), 128);
+  EXPECT_DOUBLE_EQ(pr.effective_scale(), 1.0 / std::sqrt(192.0));  // q.k's dim, not v's
+}
+
+// Sq < Sk, Sq > Sk (rows without keys), GQA, and partial tiles, for each (D, Dv).
+TEST_P(TiledVsExactHeadDims, AgreeTo1e12) {
+  const DimCase c = GetParam();
+  for (const auto& [sq, sk, hq, hkv, causal] :
+       {std::tuple{17, 113, 4, 2, true}, std::tuple{113, 17, 2, 1, true},
+        std::tuple{33, 47, 2, 2, false}}) {
+    const Problem pr = dims_problem(sq, sk, hq, hkv, causal, c);
+    const size_t nq = size_t(sq) * hq * c.d, nk = size_t(sk) * hkv * c.d,
+                 nv = size_t(sk) * hkv * c.dv, no = size_t(sq) * hq * c.dv;
+    const auto q = random_vec(nq, 21 + c.d, 0.2), k = random_vec(nk, 22 + c.dv, 0.1),
+               v = random_vec(nv, 23, 0.3);
+    std::vector<double> o_ref(no, std::nan("")), l_ref(size_t(hq) * sq, std::nan(""));
+    ref::attention_fp64(pr, q.data(), k.data(), v.data(), o_ref.data(), l_ref.data());
+    for (auto [bm, bn] : {std::pair{64, 64}, std::pair{128, 80}, std::pair{16, 128}}) {
+      std::vector<double> o_tiled(no, std::nan("")), l_tiled(l_ref.size(), std::nan(""));
+      ref::attention_tiled(pr, bm, bn, q.data(), k.data(), v.data(), o_tiled.data(),
+                           l_tiled.data());
+      double max_o = 0, max_l = 0;
+      for (size_t i = 0; i < no; ++i) {
+        const double e = std::fabs(o_tiled[i] - o_ref[i]);
+        max_o = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(max_o, e);
+      }
+      for (size_t i = 0; i < l_ref.size(); ++i) {
+        if (std::isinf(l_ref[i])) {
+          EXPECT_EQ(l_tiled[i], l_ref[i]) << "fully masked row " << i;
+          continue;
+        }
+        const double e = std::fabs(l_tiled[i] - l_ref[i]);
+        max_l = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(max_l, e);
+      }
+      EXPECT_LE(max_o, 1e-12) << "sq " << sq << " sk " << sk << " block " << bm << "x" << bn;
+      EXPECT_LE(max_l, 1e-12) << "sq " << sq << " sk " << sk << " block " << bm << "x" << bn;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dims, TiledVsExactHeadDims, kDimCases, dim_name);
+
+// v's columns are independent: out for v = [v1 | v2] is [out(v1) | out(v2)], each computed
+// with Dv == D when the halves are D wide, and lse does not depend on v at all. This ties the
+// Dv != D path to the long-tested Dv == D one without a second implementation.
+TEST(ExactReference, SplitValueColumnsMatchTheirOwnAttention) {
+  const int sq = 13, sk = 29, hq = 4, hkv = 2, d = 64;
+  const int widths[2] = {64, 64};  // v is 128 wide: two D-wide halves
+  Problem pr = dims_problem(sq, sk, hq, hkv, true, DimCase{d, widths[0] + widths[1]});
+  const int dv = pr.value_dim();
+  const auto q = random_vec(size_t(sq) * hq * d, 31, 0.1),
+             k = random_vec(size_t(sk) * hkv * d, 32, 0.2),
+             v = random_vec(size_t(sk) * hkv * dv, 33, -0.3);
+  std::vector<double> o(size_t(sq) * hq * dv), lse(size_t(hq) * sq);
+  ref::attention_fp64(pr, q.data(), k.data(), v.data(), o.data(), lse.data());
+
+  int col0 = 0;
+  for (const int w : widths) {
+    Problem half = pr;
+    half.dv = w;
+    std::vector<double> vh(size_t(sk) * hkv * w), oh(size_t(sq) * hq * w), lh(lse.size());
+    for (size_t row = 0; row < size_t(sk) * hkv; ++row)
+      std::copy_n(v.begin() + row * dv + col0, w, vh.begin() + row * w);
+    ref::attention_fp64(half, q.data(), k.data(), vh.data(), oh.data(), lh.data());
+    for (size_t row = 0; row < size_t(sq) * hq; ++row)
+      for (int e = 0; e < w; ++e)
+        EXPECT_EQ(o[row * dv + col0 + e], oh[row * w + e]) << "row " << row << " col " << col0 + e;
+    for (size_t i = 0; i < lse.size(); ++i) EXPECT_EQ(lse[i], lh[i]) << "lse " << i;
+    col0 += w;
+  }
+}
+
+TEST(ExactReference, SingleKeyCopiesValueWhenDvDiffers) {
+  for (const DimCase c : {DimCase{192, 128}, DimCase{40, 24}, DimCase{8, 200}}) {
+    Problem pr = dims_problem(3, 1, 2, 1, false, c);
+    const auto q = random_vec(size_t(3) * 2 * c.d, 41, 0), k = random_vec(size_t(c.d), 42, 0),
+               v = random_vec(size_t(c.dv), 43, 0.5);
+    std::vector<double> o(size_t(3) * 2 * c.dv, std::nan("")), lse(6);
+    ref::attention_fp64(pr, q.data(), k.data(), v.data(), o.data(), lse.data());
+    // Every (row, head) of out is v's only row; lse (Hq, Sq) is the score scaled by
+    // 1/sqrt(d), q.k's head dim.
+    for (size_t row = 0; row < 6; ++row)
+      for (int e = 0; e < c.dv; ++e)
+        EXPECT_NEAR(o[row * c.dv + e], v[e], 1e-15) << c.d << "/" << c.dv;
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 3; ++i) {
+        double dot = 0;
+        for (int e = 0; e < c.d; ++e) dot += q[(size_t(i) * 2 + h) * c.d + e] * k[e];
+        EXPECT_NEAR(lse[size_t(h) * 3 + i], dot / std::sqrt(double(c.d)), 1e-12)
+            << c.d << "/" << c.dv;
+      }
+  }
+}
+
+// The input-precision reference stays within bf16's order of the exact one for every
+// (D, Dv), and is not accidentally exact.
+TEST_P(LowpHeadDims, ErrorIsOfInputPrecisionOrder) {
+  const DimCase c = GetParam();
+  const Problem pr = dims_problem(33, 47, 2, 1, true, c);
+  const size_t nq = size_t(33) * 2 * c.d, nk = size_t(47) * c.d, nv = size_t(47) * c.dv,
+               no = size_t(33) * 2 * c.dv;
+  auto q = random_vec(nq, 50 + c.d, 0.1), k = random_vec(nk, 51, 0.1), v = random_vec(nv, 52, 0.2);
+  for (auto* t : {&q, &k, &v})
+    for (auto& x : *t) x = ref::round_to(DType::kBFloat16, x);
+  std::vector<double> o(no), ol(no, std::nan(""));
+  ref::attention_fp64(pr, q.data(), k.data(), v.data(), o.data(), nullptr);
+  ref::attention_lowp(pr, DType::kBFloat16, q.data(), k.data(), v.data(), ol.data());
+  double e = 0;
+  for (size_t i = 0; i < no; ++i) {
+    const double x = std::fabs(o[i] - ol[i]);
+    e = std::isnan(x) ? std::numeric_limits<double>::infinity() : std::max(e, x);
+  }
+  EXPECT_GT(e, 1e-4);
+  EXPECT_LT(e, 5e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dims, LowpHeadDims, kDimCases, dim_name);

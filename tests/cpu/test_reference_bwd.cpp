@@ -1,7 +1,8 @@
 // The CPU backward references: the fp64 gradients are the finite differences of the fp64
 // forward's loss sum(dout * out) (so the yardstick itself is checked against calculus, not
 // against a second implementation), rows that see no key get dq exactly 0, and the
-// low-precision backward stays within its dtype's rounding of the fp64 one.
+// low-precision backward stays within its dtype's rounding of the fp64 one. Head dims are any
+// multiple of 8, and v's head dim Dv may differ from q/k's D (v, out, dout, dv are (.., Dv)).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "reference/cpu_reference.h"
@@ -32,16 +34,20 @@ struct Tensors {
   std::vector<double> q, k, v, dout;
 };
 
+// q, dq: (B, Sq, Hq, D); k, dk: (B, Sk, Hkv, D); v, dv: (B, Sk, Hkv, Dv); out, dout:
+// (B, Sq, Hq, Dv).
 size_t q_elems(const Problem& pr) { return size_t(pr.b) * pr.sq * pr.hq * pr.d; }
-size_t kv_elems(const Problem& pr) { return size_t(pr.b) * pr.sk * pr.hkv * pr.d; }
+size_t k_elems(const Problem& pr) { return size_t(pr.b) * pr.sk * pr.hkv * pr.d; }
+size_t v_elems(const Problem& pr) { return size_t(pr.b) * pr.sk * pr.hkv * pr.value_dim(); }
+size_t o_elems(const Problem& pr) { return size_t(pr.b) * pr.sq * pr.hq * pr.value_dim(); }
 
 Tensors make_inputs(const Problem& pr, uint32_t seed) {
-  return {random_vec(q_elems(pr), seed, 0.5), random_vec(kv_elems(pr), seed + 1, 0.5),
-          random_vec(kv_elems(pr), seed + 2, 0.5), random_vec(q_elems(pr), seed + 3, 0.5)};
+  return {random_vec(q_elems(pr), seed, 0.5), random_vec(k_elems(pr), seed + 1, 0.5),
+          random_vec(v_elems(pr), seed + 2, 0.5), random_vec(o_elems(pr), seed + 3, 0.5)};
 }
 
 double loss(const Problem& pr, const Tensors& t) {
-  std::vector<double> out(q_elems(pr));
+  std::vector<double> out(o_elems(pr));
   ref::attention_fp64(pr, t.q.data(), t.k.data(), t.v.data(), out.data(), nullptr);
   double l = 0;
   for (size_t i = 0; i < out.size(); ++i) l += t.dout[i] * out[i];
@@ -56,17 +62,19 @@ struct FdCase {
   int b, sq, sk, hq, hkv, d;
   bool causal;
   double scale;
+  int dv = 0;  // v's head dim; 0: same as d
 };
 
 void PrintTo(const FdCase& c, std::ostream* os) {
   *os << "b" << c.b << "_sq" << c.sq << "_sk" << c.sk << "_h" << c.hq << "x" << c.hkv << "_d"
-      << c.d << (c.causal ? "_causal" : "") << (c.scale > 0 ? "_scaled" : "");
+      << c.d << (c.dv > 0 ? "_dv" + std::to_string(c.dv) : "") << (c.causal ? "_causal" : "")
+      << (c.scale > 0 ? "_scaled" : "");
 }
 
 Problem problem(const FdCase& c) {
   Problem pr;
   pr.b = c.b; pr.sq = c.sq; pr.sk = c.sk; pr.hq = c.hq; pr.hkv = c.hkv; pr.d = c.d;
-  pr.causal = c.causal; pr.scale = c.scale;
+  pr.dv = c.dv; pr.causal = c.causal; pr.scale = c.scale;
   return pr;
 }
 
@@ -77,8 +85,8 @@ class BackwardFp64 : public ::testing::TestWithParam<FdCase> {};
 TEST_P(BackwardFp64, MatchesFiniteDifferences) {
   const Problem pr = problem(GetParam());
   Tensors t = make_inputs(pr, 7 + pr.sq * 13 + pr.sk);
-  std::vector<double> dq(q_elems(pr), std::nan("")), dk(kv_elems(pr), std::nan("")),
-      dv(kv_elems(pr), std::nan(""));
+  std::vector<double> dq(q_elems(pr), std::nan("")), dk(k_elems(pr), std::nan("")),
+      dv(v_elems(pr), std::nan(""));
   ref::attention_backward_fp64(pr, t.q.data(), t.k.data(), t.v.data(), t.dout.data(), dq.data(),
                                dk.data(), dv.data());
 
@@ -125,7 +133,17 @@ INSTANTIATE_TEST_SUITE_P(
                       FdCase{1, 7, 4, 4, 2, 8, true, 0.0},   // Sq > Sk: rows 0..2 see no key
                       FdCase{2, 6, 6, 4, 1, 8, true, 0.0},   // MQA
                       FdCase{1, 3, 9, 8, 2, 16, false, 0.0}, // GQA 4
-                      FdCase{1, 6, 5, 4, 4, 8, false, 0.3}), // explicit softmax scale
+                      FdCase{1, 6, 5, 4, 4, 8, false, 0.3},  // explicit softmax scale
+                      // Dv != D: q/k 192 with v 128 (MLA-style), v wider than q/k, small odd pair
+                      FdCase{1, 3, 4, 2, 1, 192, false, 0.0, 128},
+                      FdCase{1, 4, 3, 2, 2, 64, true, 0.0, 128},  // row 0 sees no key
+                      FdCase{2, 5, 5, 2, 1, 40, true, 0.0, 24},
+                      FdCase{1, 4, 6, 2, 1, 8, true, 0.3, 40},
+                      // Head dims that are multiples of 8 but no power of two
+                      FdCase{1, 3, 4, 2, 1, 24, true, 0.0},
+                      FdCase{1, 3, 4, 2, 2, 80, false, 0.0},
+                      FdCase{1, 2, 3, 2, 1, 96, true, 0.0},
+                      FdCase{1, 2, 3, 1, 1, 200, false, 0.3}),
     [](const auto& info) {
       std::ostringstream os;
       PrintTo(info.param, &os);
@@ -138,11 +156,12 @@ struct LowpCase {
   int b, sq, sk, hq, hkv, d;
   bool causal;
   DType dt;
+  int dv = 0;  // v's head dim; 0: same as d
 };
 
 void PrintTo(const LowpCase& c, std::ostream* os) {
   *os << "b" << c.b << "_sq" << c.sq << "_sk" << c.sk << "_h" << c.hq << "x" << c.hkv << "_d"
-      << c.d << (c.causal ? "_causal" : "")
+      << c.d << (c.dv > 0 ? "_dv" + std::to_string(c.dv) : "") << (c.causal ? "_causal" : "")
       << (c.dt == DType::kBFloat16 ? "_bf16" : c.dt == DType::kFloat16 ? "_fp16" : "_fp32");
 }
 
@@ -157,18 +176,18 @@ TEST_P(BackwardLowp, CloseToFp64) {
   const LowpCase c = GetParam();
   Problem pr;
   pr.b = c.b; pr.sq = c.sq; pr.sk = c.sk; pr.hq = c.hq; pr.hkv = c.hkv; pr.d = c.d;
-  pr.causal = c.causal;
-  Tensors t = make_inputs(pr, 101 + c.d);
+  pr.dv = c.dv; pr.causal = c.causal;
+  Tensors t = make_inputs(pr, 101 + c.d + 7 * c.dv);
   for (auto* x : {&t.q, &t.k, &t.v, &t.dout})
     for (auto& e : *x) e = ref::round_to(c.dt, e);
-  std::vector<double> out(q_elems(pr)), lse(size_t(pr.b) * pr.hq * pr.sq);
+  std::vector<double> out(o_elems(pr)), lse(size_t(pr.b) * pr.hq * pr.sq);
   ref::attention_fp64(pr, t.q.data(), t.k.data(), t.v.data(), out.data(), lse.data());
   for (auto& e : out) e = ref::round_to(c.dt, e);
   for (auto& e : lse) e = float(e);
 
-  std::vector<double> dq(q_elems(pr)), dk(kv_elems(pr)), dv(kv_elems(pr));
-  std::vector<double> lq(q_elems(pr), std::nan("")), lk(kv_elems(pr), std::nan("")),
-      lv(kv_elems(pr), std::nan(""));
+  std::vector<double> dq(q_elems(pr)), dk(k_elems(pr)), dv(v_elems(pr));
+  std::vector<double> lq(q_elems(pr), std::nan("")), lk(k_elems(pr), std::nan("")),
+      lv(v_elems(pr), std::nan(""));
   ref::attention_backward_fp64(pr, t.q.data(), t.k.data(), t.v.data(), t.dout.data(), dq.data(),
                                dk.data(), dv.data());
   ref::attention_backward_lowp(pr, c.dt, t.q.data(), t.k.data(), t.v.data(), out.data(),
@@ -213,7 +232,19 @@ INSTANTIATE_TEST_SUITE_P(
                       LowpCase{1, 96, 40, 4, 1, 128, true, DType::kFloat16},
                       LowpCase{1, 33, 130, 8, 1, 96, false, DType::kFloat16},
                       LowpCase{2, 64, 96, 4, 2, 64, true, DType::kFloat32},
-                      LowpCase{1, 96, 40, 4, 1, 128, true, DType::kFloat32}),
+                      LowpCase{1, 96, 40, 4, 1, 128, true, DType::kFloat32},
+                      // Dv != D
+                      LowpCase{1, 40, 56, 4, 2, 192, true, DType::kBFloat16, 128},
+                      LowpCase{1, 40, 56, 4, 2, 192, false, DType::kFloat16, 128},
+                      LowpCase{2, 33, 47, 2, 1, 64, true, DType::kBFloat16, 128},
+                      LowpCase{1, 50, 30, 4, 4, 40, true, DType::kFloat16, 24},  // rows without keys
+                      LowpCase{1, 40, 56, 4, 2, 192, true, DType::kFloat32, 128},
+                      LowpCase{1, 50, 30, 4, 4, 40, true, DType::kFloat32, 24},
+                      // Head dims that are multiples of 8 but no power of two (and 8)
+                      LowpCase{1, 33, 47, 2, 1, 8, true, DType::kBFloat16},
+                      LowpCase{1, 33, 47, 2, 1, 24, false, DType::kFloat16},
+                      LowpCase{1, 33, 47, 2, 2, 80, true, DType::kBFloat16},
+                      LowpCase{1, 33, 47, 2, 1, 200, true, DType::kFloat16}),
     [](const auto& info) {
       std::ostringstream os;
       PrintTo(info.param, &os);
