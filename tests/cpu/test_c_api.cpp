@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "flashattn/flashattn.h"
 #include "flashattn/flashattn_c.h"
@@ -176,8 +177,12 @@ TEST(CApiParams, BadTensorsAreNamed) {
   const Case cases[] = {
       {"q: null data pointer", [](flashattn_forward_params_t* p) { p->q.data = nullptr; }},
       {"k: unknown dtype", [](flashattn_forward_params_t* p) { p->k.dtype = 42; }},
-      {"v: head dim", [](flashattn_forward_params_t* p) { p->v = tensor(1, 8, 4, 128); }},
+      {"q: head dim", [](flashattn_forward_params_t* p) { p->q = p->k = tensor(1, 8, 4, 264); }},
+      {"q: head dim", [](flashattn_forward_params_t* p) { p->q = p->k = tensor(1, 8, 4, 4); }},
+      {"v: head dim", [](flashattn_forward_params_t* p) { p->v = p->out = tensor(1, 8, 4, 12); }},
       {"out: shape", [](flashattn_forward_params_t* p) { p->out = tensor(1, 9, 4, 64); }},
+      // v with its own head dim is fine; out must then take it.
+      {"out: shape", [](flashattn_forward_params_t* p) { p->v = tensor(1, 8, 4, 128); }},
       {"k: heads", [](flashattn_forward_params_t* p) { p->k = p->v = tensor(1, 8, 3, 64); }},
       {"softmax_scale", [](flashattn_forward_params_t* p) { p->softmax_scale = -1.f; }},
       {"backend", [](flashattn_forward_params_t* p) { p->backend = 99; }},
@@ -187,6 +192,31 @@ TEST(CApiParams, BadTensorsAreNamed) {
     c.spoil(&p);
     EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT) << c.needle;
     EXPECT_TRUE(contains(flashattn_last_error(), c.needle)) << c.needle << " / " << flashattn_last_error();
+  }
+}
+
+TEST(CApiParams, ValueHeadDimMayDiffer) {
+  // q/k 192 with v/out 128, and odd multiples of 8: accepted by validation, so the call gets as
+  // far as the C++ API does for the same arguments (on a machine without a GPU, both say so).
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{192, 128}, {64, 128}, {40, 24}, {200, 200}}) {
+    flashattn_forward_params_t p = params();
+    p.q = p.k = tensor(1, 8, 4, d);
+    p.v = p.out = tensor(1, 8, 4, dv);
+    flashattn::ForwardArgs a;
+    a.q = a.k = flashattn::make_contiguous(g_buf, flashattn::DType::kBFloat16, 1, 8, 4, d);
+    a.v = a.out = flashattn::make_contiguous(g_buf, flashattn::DType::kBFloat16, 1, 8, 4, dv);
+    flashattn::Backend b;
+    const flashattn::Status s = flashattn::resolve_backend(a, &b);
+    EXPECT_NE(s.code(), flashattn::StatusCode::kInvalidArgument)
+        << d << "/" << dv << ": " << s.message();
+    int chosen = -1;
+    EXPECT_EQ(flashattn_resolve_backend_ex(&p, &chosen), static_cast<int>(s.code()))
+        << d << "/" << dv;
+    if (s.ok()) {
+      EXPECT_EQ(chosen, static_cast<int>(b));
+    } else {
+      EXPECT_EQ(std::string(flashattn_last_error()), s.message());
+    }
   }
 }
 
@@ -240,19 +270,20 @@ flashattn_tensor_t at(int i, int64_t b, int64_t s, int64_t h, int64_t d) {
   return t;
 }
 
-// A call validation accepts; b = 0 launches nothing and needs no device.
-flashattn_backward_params_t bwd_params(int64_t b = 1) {
+// A call validation accepts; b = 0 launches nothing and needs no device. q, k, dq, dk are
+// (.., d); v, out, dout, dv (.., dv).
+flashattn_backward_params_t bwd_params(int64_t b = 1, int64_t d = 64, int64_t dv = 64) {
   flashattn_backward_params_t p;
   flashattn_backward_params_init(&p);
-  p.dout = at(0, b, 8, 4, 64);
-  p.q = at(1, b, 8, 4, 64);
-  p.k = at(2, b, 8, 2, 64);
-  p.v = at(3, b, 8, 2, 64);
-  p.out = at(4, b, 8, 4, 64);
+  p.dout = at(0, b, 8, 4, dv);
+  p.q = at(1, b, 8, 4, d);
+  p.k = at(2, b, 8, 2, d);
+  p.v = at(3, b, 8, 2, dv);
+  p.out = at(4, b, 8, 4, dv);
   p.lse = reinterpret_cast<const float*>(region(5));
-  p.dq = at(6, b, 8, 4, 64);
-  p.dk = at(7, b, 8, 2, 64);
-  p.dv = at(8, b, 8, 2, 64);
+  p.dq = at(6, b, 8, 4, d);
+  p.dk = at(7, b, 8, 2, d);
+  p.dv = at(8, b, 8, 2, dv);
   return p;
 }
 
@@ -410,6 +441,21 @@ TEST(CApiBwdParams, BadArgumentsAreNamed) {
       {"dv: unknown dtype", [](flashattn_backward_params_t* p) { p->dv.dtype = -1; }},
       {"dq: unsupported dtype float32", [](flashattn_backward_params_t* p) { p->dq.dtype = FLASHATTN_FP32; }},
       {"dk: shape", [](flashattn_backward_params_t* p) { p->dk = at(7, 1, 9, 2, 64); }},
+      {"dout: shape", [](flashattn_backward_params_t* p) { p->dout = at(0, 1, 8, 4, 128); }},
+      {"out's", [](flashattn_backward_params_t* p) { p->dout = at(0, 1, 8, 4, 128); }},
+      {"q: head dim", [](flashattn_backward_params_t* p) {
+         p->q = at(1, 1, 8, 4, 12);
+         p->k = at(2, 1, 8, 2, 12);
+         p->dq = at(6, 1, 8, 4, 12);
+         p->dk = at(7, 1, 8, 2, 12);
+       }},
+      // v's own head dim: out, dout and dv must take it.
+      {"out: shape", [](flashattn_backward_params_t* p) { p->v = at(3, 1, 8, 2, 128); }},
+      {"dv: shape", [](flashattn_backward_params_t* p) {
+         p->v = at(3, 1, 8, 2, 128);
+         p->out = at(4, 1, 8, 4, 128);
+         p->dout = at(0, 1, 8, 4, 128);
+       }},
       {"dq: null data pointer", [](flashattn_backward_params_t* p) { p->dq.data = nullptr; }},
       {"dk: overlaps v", [](flashattn_backward_params_t* p) { p->dk.data = p->v.data; }},
       {"dv: overlaps dk", [](flashattn_backward_params_t* p) { p->dv.data = p->dk.data; }},
@@ -430,6 +476,25 @@ TEST(CApiBwdParams, BadArgumentsAreNamed) {
     int chosen = -1;
     EXPECT_EQ(flashattn_resolve_backward_backend_ex(&p, &chosen), FLASHATTN_INVALID_ARGUMENT);
     EXPECT_EQ(chosen, -1);
+  }
+}
+
+TEST(CApiBwdParams, ValueHeadDimMayDiffer) {
+  // q/k 192 with v 128 (and v wider than q/k): validation accepts, and resolve answers as the
+  // C++ API does.
+  for (auto [d, dv] : {std::pair<int64_t, int64_t>{192, 128}, {64, 128}, {40, 24}}) {
+    const flashattn_backward_params_t p = bwd_params(1, d, dv);
+    flashattn::Backend b = flashattn::Backend::kAuto;
+    const flashattn::Status s = flashattn::resolve_backend(cpp_args(p), &b);
+    EXPECT_NE(s.code(), flashattn::StatusCode::kInvalidArgument)
+        << d << "/" << dv << ": " << s.message();
+    int chosen = -1;
+    EXPECT_EQ(flashattn_resolve_backward_backend_ex(&p, &chosen), static_cast<int>(s.code()));
+    if (s.ok()) {
+      EXPECT_EQ(chosen, static_cast<int>(b));
+    } else {
+      EXPECT_EQ(std::string(flashattn_last_error()), s.message());
+    }
   }
 }
 

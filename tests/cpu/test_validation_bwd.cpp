@@ -33,20 +33,25 @@ bool have_gpu() {
   return ok;
 }
 
+// q, k, dq, dk: (.., d); v, out, dout, dv: (.., dv), dv < 0 meaning dv = d.
 BackwardArgs good(int64_t b = 2, int64_t sq = 17, int64_t sk = 33, int64_t hq = 8, int64_t hkv = 2,
-                  int64_t d = 128, DType t = DType::kFloat16) {
+                  int64_t d = 128, DType t = DType::kFloat16, int64_t dv = -1) {
+  if (dv < 0) dv = d;
   BackwardArgs a;
-  a.dout = make_contiguous(region(0), t, b, sq, hq, d);
+  a.dout = make_contiguous(region(0), t, b, sq, hq, dv);
   a.q = make_contiguous(region(1), t, b, sq, hq, d);
   a.k = make_contiguous(region(2), t, b, sk, hkv, d);
-  a.v = make_contiguous(region(3), t, b, sk, hkv, d);
-  a.out = make_contiguous(region(4), t, b, sq, hq, d);
+  a.v = make_contiguous(region(3), t, b, sk, hkv, dv);
+  a.out = make_contiguous(region(4), t, b, sq, hq, dv);
   a.lse = reinterpret_cast<const float*>(region(5));
   a.dq = make_contiguous(region(6), t, b, sq, hq, d);
   a.dk = make_contiguous(region(7), t, b, sk, hkv, d);
-  a.dv = make_contiguous(region(8), t, b, sk, hkv, d);
+  a.dv = make_contiguous(region(8), t, b, sk, hkv, dv);
   return a;
 }
+
+// (D, Dv) pairs with Dv != D: MLA-style 192/128, v wider than q/k, small and odd dims.
+constexpr std::pair<int64_t, int64_t> kDvPairs[] = {{192, 128}, {64, 128}, {40, 24}, {8, 256}};
 
 void expect_invalid(const BackwardArgs& a, const std::string& prefix, const char* detail = "") {
   const Status s = validate(a);
@@ -65,8 +70,14 @@ const char* kGradNames[] = {"dq", "dk", "dv"};
 
 TEST(BwdValidation, GoodArgumentsPass) {
   EXPECT_TRUE(validate(good()).ok()) << validate(good()).message();
-  for (int64_t d : {64, 96, 128, 192, 256})
-    EXPECT_TRUE(validate(good(1, 4, 4, 2, 2, d, DType::kBFloat16)).ok()) << d;
+  for (int64_t d = 8; d <= 256; d += 8) {
+    const Status s = validate(good(1, 4, 4, 2, 2, d, DType::kBFloat16));
+    EXPECT_TRUE(s.ok()) << d << ": " << s.message();
+  }
+  for (auto [d, dv] : kDvPairs) {
+    const Status s = validate(good(2, 17, 33, 8, 2, d, DType::kFloat16, dv));
+    EXPECT_TRUE(s.ok()) << d << "/" << dv << ": " << s.message();
+  }
   EXPECT_TRUE(validate(good(2, 17, 33, 8, 1)).ok());  // MQA
 }
 
@@ -82,6 +93,7 @@ TEST(BwdValidation, ConvertFillsParams) {
   EXPECT_FALSE(empty);
   EXPECT_EQ(p.b, 2); EXPECT_EQ(p.sq, 17); EXPECT_EQ(p.sk, 33);
   EXPECT_EQ(p.hq, 8); EXPECT_EQ(p.hkv, 2); EXPECT_EQ(p.d, 128); EXPECT_EQ(p.h_ratio, 4);
+  EXPECT_EQ(p.d_v, 128);
   EXPECT_FLOAT_EQ(p.scale, 1.0f / std::sqrt(128.0f));
   EXPECT_FLOAT_EQ(p.scale_log2, p.scale * 1.4426950408889634f);
   EXPECT_TRUE(p.causal);
@@ -99,9 +111,32 @@ TEST(BwdValidation, ConvertFillsParams) {
   EXPECT_EQ(p.scale, 0.25f);
 }
 
+TEST(BwdValidation, ConvertFillsValueHeadDim) {
+  // q/k 192 with v 128: d_v is v's, the default scale is q.k's, and the Dv-wide views (dout,
+  // out, dv) keep their own strides.
+  const BackwardArgs a = good(2, 17, 33, 8, 2, 192, DType::kBFloat16, 128);
+  detail::BwdParams p;
+  bool empty = true;
+  const Status s = detail::validate_and_convert(a, &p, &empty);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(empty);
+  EXPECT_EQ(p.d, 192);
+  EXPECT_EQ(p.d_v, 128);
+  EXPECT_FLOAT_EQ(p.scale, 1.0f / std::sqrt(192.0f));
+  EXPECT_EQ(p.q.sh, 192);  EXPECT_EQ(p.dq.sh, 192); EXPECT_EQ(p.dk.sh, 192);
+  EXPECT_EQ(p.v.sh, 128);  EXPECT_EQ(p.o.sh, 128);  EXPECT_EQ(p.dout.sh, 128);
+  EXPECT_EQ(p.dv.sh, 128); EXPECT_EQ(p.dv.ss, 2 * 128);
+}
+
 TEST(BwdValidation, ForwardRulesOnQKVOut) {
-  BackwardArgs a = good(1, 4, 4, 2, 2, 80);
-  expect_invalid(a, "q: head dim");
+  for (int64_t d : {4, 12, 100, 264}) {
+    expect_invalid(good(1, 4, 4, 2, 2, d), "q: head dim");
+    expect_invalid(good(1, 4, 4, 2, 2, 64, DType::kFloat16, d), "v: head dim");
+  }
+  // out takes v's head dim: q's shape is wrong when Dv != D.
+  BackwardArgs a = good(2, 17, 33, 8, 2, 192, DType::kFloat16, 128);
+  a.out = make_contiguous(region(4), DType::kFloat16, 2, 17, 8, 192);
+  expect_invalid(a, "out: shape");
   expect_invalid(good(2, 17, 33, 8, 3), "k: heads", "must divide");
   a = good();
   a.k.dtype = DType::kBFloat16;
@@ -126,16 +161,24 @@ TEST(BwdValidation, ForwardRulesOnQKVOut) {
   expect_invalid(a, "backend");
 }
 
-TEST(BwdValidation, DoutLikeQ) {
+TEST(BwdValidation, DoutLikeOut) {
   BackwardArgs a = good();
   a.dout.dtype = DType::kFloat32;
   expect_invalid(a, "dout: unsupported dtype float32");
   a = good();
   a.dout.dtype = DType::kBFloat16;
-  expect_invalid(a, "dout: dtype bfloat16 differs from q's float16");
+  expect_invalid(a, "dout: dtype bfloat16 differs from out's float16");
   a = good();
   a.dout = make_contiguous(region(0), DType::kFloat16, 2, 17, 8, 64);
-  expect_invalid(a, "dout: shape");
+  expect_invalid(a, "dout: shape", "differs from out's");
+  // Dv != D: dout is out-shaped (v's head dim); q's shape is refused, naming out.
+  for (auto [d, dv] : kDvPairs) {
+    a = good(2, 17, 33, 8, 2, d, DType::kFloat16, dv);
+    EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+    a.dout = make_contiguous(region(0), DType::kFloat16, 2, 17, 8, d);
+    expect_invalid(a, "dout: shape (2, 17, 8, " + std::to_string(d) + ")",
+                   ("differs from out's (2, 17, 8, " + std::to_string(dv) + ")").c_str());
+  }
   a = good();
   a.dout.data = nullptr;
   expect_invalid(a, "dout: null data pointer");
@@ -181,6 +224,22 @@ TEST(BwdValidation, GradientsLikeTheirInputs) {
     a = good();
     grad(a, g)->stride[0] = int64_t{1} << 62;
     expect_invalid(a, name + ": element offsets overflow");
+  }
+}
+
+TEST(BwdValidation, GradientsTakeTheirInputsHeadDimWhenDvDiffers) {
+  // dq, dk are (.., D) like q, k; dv is (.., Dv) like v. Each shaped with the other head dim
+  // is refused, naming the input it must match.
+  for (auto [d, dv] : kDvPairs) {
+    BackwardArgs a = good(2, 17, 33, 8, 2, d, DType::kFloat16, dv);
+    a.dv = make_contiguous(region(8), DType::kFloat16, 2, 33, 2, d);
+    expect_invalid(a, "dv: shape", "differs from v's");
+    a = good(2, 17, 33, 8, 2, d, DType::kFloat16, dv);
+    a.dk = make_contiguous(region(7), DType::kFloat16, 2, 33, 2, dv);
+    expect_invalid(a, "dk: shape", "differs from k's");
+    a = good(2, 17, 33, 8, 2, d, DType::kFloat16, dv);
+    a.dq = make_contiguous(region(6), DType::kFloat16, 2, 17, 8, dv);
+    expect_invalid(a, "dq: shape", "differs from q's");
   }
 }
 
