@@ -138,6 +138,10 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   if (ab < 0 || ab > static_cast<int>(Backend::kReference))
     return invalid("backend: unknown value " + std::to_string(ab));
 
+  // A zero head dim is not an empty call: out (Dv > 0) would be the mean of v's rows, lse
+  // (Dv = 0) log(Sk). Neither is worth a code path: refused even when other sizes are 0.
+  if (D == 0) return invalid("q: head dim 0 not supported (a multiple of 8, 8 to 256)");
+  if (Dv == 0) return invalid("v: head dim 0 not supported (a multiple of 8, 8 to 256)");
   if (empty) {
     if (empty_out) *empty_out = true;
     return Status::Ok();

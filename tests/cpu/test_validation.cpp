@@ -92,8 +92,11 @@ TEST(Validation, UnsupportedHeadDim) {
 // 0) and returns Ok without writing out, yet out = softmax(0) V (the mean of the visible value
 // rows) has elements. It should be rejected ("q: head dim 0 not supported"); validate.cpp does
 // not do so yet. Enable once it does.
-TEST(Validation, DISABLED_HeadDimZeroWithNonEmptyOutIsRejected) {
-  expect_invalid(good(1, 4, 4, 2, 2, 0, 64), "q: head dim");
+// A zero head dim is refused, not taken as an empty call (out would be v's mean, lse log Sk).
+TEST(Validation, HeadDimZeroIsRejected) {
+  expect_invalid(good(1, 4, 4, 2, 2, 0, 64), "q: head dim 0");
+  expect_invalid(good(1, 4, 4, 2, 2, 64, 0), "v: head dim 0");
+  expect_invalid(good(0, 4, 4, 2, 2, 0, 0), "q: head dim 0");
 }
 
 TEST(Validation, HeadDimMismatch) {

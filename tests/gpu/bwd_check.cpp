@@ -62,7 +62,7 @@ void fp64_tasks(const BwdHostData& h, Group* g, std::vector<std::function<void()
   const int ratio = pr.hq / pr.hkv;
   g->dq64.assign(size_t(pr.sq) * ratio * pr.d, 0.0);
   g->dk64.assign(size_t(pr.sk) * pr.d, 0.0);
-  g->dv64.assign(size_t(pr.sk) * pr.d, 0.0);
+  g->dv64.assign(size_t(pr.sk) * pr.value_dim(), 0.0);
   const int block = std::max(64, pr.sq / 32 + 1);
   for (int r0 = 0; r0 < pr.sq; r0 += block) {
     const int r1 = std::min(pr.sq, r0 + block);
@@ -71,20 +71,18 @@ void fp64_tasks(const BwdHostData& h, Group* g, std::vector<std::function<void()
     tasks->push_back([&h, g, r0, r1, sk_sub, ratio] {
       ref::Problem sub = h.pr;
       sub.b = 1; sub.sq = r1 - r0; sub.sk = sk_sub; sub.hq = ratio; sub.hkv = 1;
-      const int D = sub.d;
+      const int D = sub.d, Dv = sub.value_dim();
       const Vec q = slice(h.q, h.pr.sq, h.pr.hq, D, g->b, g->hk * ratio, ratio, r0, r1);
-      const Vec dout = slice(h.dout, h.pr.sq, h.pr.hq, D, g->b, g->hk * ratio, ratio, r0, r1);
+      const Vec dout = slice(h.dout, h.pr.sq, h.pr.hq, Dv, g->b, g->hk * ratio, ratio, r0, r1);
       const Vec k = slice(h.k, h.pr.sk, h.pr.hkv, D, g->b, g->hk, 1, 0, sk_sub);
-      const Vec v = slice(h.v, h.pr.sk, h.pr.hkv, D, g->b, g->hk, 1, 0, sk_sub);
+      const Vec v = slice(h.v, h.pr.sk, h.pr.hkv, Dv, g->b, g->hk, 1, 0, sk_sub);
       Vec dq(q.size()), dk(k.size()), dv(v.size());
       ref::attention_backward_fp64(sub, q.data(), k.data(), v.data(), dout.data(), dq.data(),
                                    dk.data(), dv.data());
       std::copy(dq.begin(), dq.end(), g->dq64.begin() + int64_t(r0) * ratio * D);
       std::lock_guard<std::mutex> lock(g->mu);
-      for (size_t e = 0; e < dk.size(); ++e) {
-        g->dk64[e] += dk[e];
-        g->dv64[e] += dv[e];
-      }
+      for (size_t e = 0; e < dk.size(); ++e) g->dk64[e] += dk[e];
+      for (size_t e = 0; e < dv.size(); ++e) g->dv64[e] += dv[e];  // Dv may differ from D
     });
   }
 }
@@ -93,15 +91,15 @@ void fp64_tasks(const BwdHostData& h, Group* g, std::vector<std::function<void()
 void lowp_task(const BwdHostData& h, Group* g, std::vector<std::function<void()>>* tasks) {
   tasks->push_back([&h, g] {
     const ref::Problem& pr = h.pr;
-    const int ratio = pr.hq / pr.hkv, D = pr.d;
+    const int ratio = pr.hq / pr.hkv, D = pr.d, Dv = pr.value_dim();
     ref::Problem sub = pr;
     sub.b = 1; sub.hq = ratio; sub.hkv = 1;
     const int h0 = g->hk * ratio;
     const Vec q = slice(h.q, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
-    const Vec dout = slice(h.dout, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
-    const Vec out = slice(h.out, pr.sq, pr.hq, D, g->b, h0, ratio, 0, pr.sq);
+    const Vec dout = slice(h.dout, pr.sq, pr.hq, Dv, g->b, h0, ratio, 0, pr.sq);
+    const Vec out = slice(h.out, pr.sq, pr.hq, Dv, g->b, h0, ratio, 0, pr.sq);
     const Vec k = slice(h.k, pr.sk, pr.hkv, D, g->b, g->hk, 1, 0, pr.sk);
-    const Vec v = slice(h.v, pr.sk, pr.hkv, D, g->b, g->hk, 1, 0, pr.sk);
+    const Vec v = slice(h.v, pr.sk, pr.hkv, Dv, g->b, g->hk, 1, 0, pr.sk);
     // lse is (B, Hq, Sq): the group's heads are adjacent.
     const auto l0 = h.lse.begin() + (int64_t(g->b) * pr.hq + h0) * pr.sq;
     const Vec lse(l0, l0 + int64_t(ratio) * pr.sq);
@@ -118,7 +116,7 @@ std::vector<int> pick_groups(const ref::Problem& pr, double budget) {
   const int total = pr.b * pr.hkv;
   double pairs = 0;
   for (int i = 0; i < pr.sq; ++i) pairs += double(key_end(pr, i));
-  const double cost = std::max(1.0, pairs * (pr.hq / pr.hkv) * pr.d);
+  const double cost = std::max(1.0, pairs * (pr.hq / pr.hkv) * (pr.d + pr.value_dim()) / 2);
   const int fit = budget <= 0 ? 0 : std::clamp(int(budget / cost), 1, total);
   std::vector<int> picked;
   for (int lo = 0, hi = total - 1; int(picked.size()) < fit; ++lo, --hi) {
@@ -138,6 +136,7 @@ BwdReport check_backward(const BackwardArgs& a, double budget) {
   ref::Problem& pr = h.pr;
   pr.b = int(a.q.shape[0]); pr.sq = int(a.q.shape[1]); pr.hq = int(a.q.shape[2]);
   pr.d = int(a.q.shape[3]); pr.sk = int(a.k.shape[1]); pr.hkv = int(a.k.shape[2]);
+  pr.dv = int(a.v.shape[3]);
   pr.causal = a.causal;
   pr.scale = a.softmax_scale;
   h.q = to_host(a.q); h.k = to_host(a.k); h.v = to_host(a.v);
@@ -186,7 +185,7 @@ BwdReport check_backward_host(const BwdHostData& h, double budget) {
   for (const Group& g : groups) {
     const Vec dq = slice(h.dq, pr.sq, pr.hq, pr.d, g.b, g.hk * ratio, ratio, 0, pr.sq);
     const Vec dk = slice(h.dk, pr.sk, pr.hkv, pr.d, g.b, g.hk, 1, 0, pr.sk);
-    const Vec dv = slice(h.dv, pr.sk, pr.hkv, pr.d, g.b, g.hk, 1, 0, pr.sk);
+    const Vec dv = slice(h.dv, pr.sk, pr.hkv, pr.value_dim(), g.b, g.hk, 1, 0, pr.sk);
     const Vec* mine[3] = {&dq, &dk, &dv};
     const Vec* exact[3] = {&g.dq64, &g.dk64, &g.dv64};
     const Vec* lowp[3] = {&g.dq_low, &g.dk_low, &g.dv_low};

@@ -29,15 +29,15 @@ void append_bytes(std::vector<uint8_t>* out, const void* dev, size_t bytes) {
 std::string name(const BwdShape& c) {
   return "b" + std::to_string(c.b) + "_sq" + std::to_string(c.sq) + "_sk" + std::to_string(c.sk) +
          "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv) + "_d" + std::to_string(c.d) +
-         (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
+         (c.dv ? "v" + std::to_string(c.dv) : "") + (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
          (c.packed_qkv ? "_packedqkv" : "") + (c.packed_grad ? "_packedgrad" : "") +
          (c.strided_dout ? "_strideddout" : "");
 }
 
 BwdBuffers::BwdBuffers(const BwdShape& s) : shape(s) {
   const DType dt = s.dt;
-  if ((s.packed_qkv || s.packed_grad) && (s.sq != s.sk || s.hq != s.hkv))
-    ADD_FAILURE() << "packed layouts need sq == sk and hq == hkv: " << name(s);
+  if ((s.packed_qkv || s.packed_grad) && (s.sq != s.sk || s.hq != s.hkv || s.vd() != s.d))
+    ADD_FAILURE() << "packed layouts need sq == sk, hq == hkv and dv == d: " << name(s);
   if (s.packed_qkv) {
     qkv_ = alloc16(3 * n_q());
     q = packed_slice(qkv_->ptr, dt, s.b, s.sq, s.hq, s.d, 0);
@@ -46,20 +46,20 @@ BwdBuffers::BwdBuffers(const BwdShape& s) : shape(s) {
   } else {
     q_ = alloc16(n_q());
     k_ = alloc16(n_kv());
-    v_ = alloc16(n_kv());
+    v_ = alloc16(n_v());
     q = make_contiguous(q_->ptr, dt, s.b, s.sq, s.hq, s.d);
     k = make_contiguous(k_->ptr, dt, s.b, s.sk, s.hkv, s.d);
-    v = make_contiguous(v_->ptr, dt, s.b, s.sk, s.hkv, s.d);
+    v = make_contiguous(v_->ptr, dt, s.b, s.sk, s.hkv, s.vd());
   }
-  dout_ = alloc16(s.strided_dout ? 2 * n_q() : n_q());
-  dout = make_contiguous(dout_->ptr, dt, s.b, s.sq, s.hq, s.d);
+  dout_ = alloc16(s.strided_dout ? 2 * n_o() : n_o());
+  dout = make_contiguous(dout_->ptr, dt, s.b, s.sq, s.hq, s.vd());
   if (s.strided_dout) {
-    dout.stride[2] = 2 * int64_t(s.d);
+    dout.stride[2] = 2 * int64_t(s.vd());
     dout.stride[1] = dout.stride[2] * s.hq;
     dout.stride[0] = dout.stride[1] * s.sq;
   }
-  out_ = alloc16(n_q());
-  out = make_contiguous(out_->ptr, dt, s.b, s.sq, s.hq, s.d);
+  out_ = alloc16(n_o());
+  out = make_contiguous(out_->ptr, dt, s.b, s.sq, s.hq, s.vd());
   lse_ = std::make_unique<DeviceBuffer>(size_t(s.b) * s.hq * s.sq * sizeof(float));
   lse = static_cast<float*>(lse_->ptr);
   if (s.packed_grad) {
@@ -70,10 +70,10 @@ BwdBuffers::BwdBuffers(const BwdShape& s) : shape(s) {
   } else {
     dq_ = alloc16(n_q());
     dk_ = alloc16(n_kv());
-    dv_ = alloc16(n_kv());
+    dv_ = alloc16(n_v());
     dq = make_contiguous(dq_->ptr, dt, s.b, s.sq, s.hq, s.d);
     dk = make_contiguous(dk_->ptr, dt, s.b, s.sk, s.hkv, s.d);
-    dv = make_contiguous(dv_->ptr, dt, s.b, s.sk, s.hkv, s.d);
+    dv = make_contiguous(dv_->ptr, dt, s.b, s.sk, s.hkv, s.vd());
   }
 }
 
@@ -86,21 +86,21 @@ void BwdBuffers::fill(uint64_t seed, cudaStream_t st) {
   } else {
     check::fill_random(q_->ptr, dt, n_q(), seed, kMean, kHalfRange, st);
     check::fill_random(k_->ptr, dt, n_kv(), seed + 1, kMean, kHalfRange, st);
-    check::fill_random(v_->ptr, dt, n_kv(), seed + 2, kMean, kHalfRange, st);
+    check::fill_random(v_->ptr, dt, n_v(), seed + 2, kMean, kHalfRange, st);
   }
   if (shape.strided_dout) {
-    check::poison(dout_->ptr, dt, 2 * n_q(), st);
-    if (n_q() > 0) {
-      DeviceBuffer dense(size_t(n_q()) * 2);
-      check::fill_random(dense.ptr, dt, n_q(), seed + 3, kMean, kHalfRange, st);
-      const size_t row = size_t(shape.d) * 2;
+    check::poison(dout_->ptr, dt, 2 * n_o(), st);
+    if (n_o() > 0) {
+      DeviceBuffer dense(size_t(n_o()) * 2);
+      check::fill_random(dense.ptr, dt, n_o(), seed + 3, kMean, kHalfRange, st);
+      const size_t row = size_t(shape.vd()) * 2;
       EXPECT_EQ(cudaMemcpy2DAsync(dout.data, 2 * row, dense.ptr, row, row,
-                                  size_t(n_q() / shape.d), cudaMemcpyDeviceToDevice, st),
+                                  size_t(n_o() / shape.vd()), cudaMemcpyDeviceToDevice, st),
                 cudaSuccess);
       EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);  // before `dense` is freed
     }
   } else {
-    check::fill_random(dout_->ptr, dt, n_q(), seed + 3, kMean, kHalfRange, st);
+    check::fill_random(dout_->ptr, dt, n_o(), seed + 3, kMean, kHalfRange, st);
   }
   // A forward with Sk = 0 writes nothing: out and lse then hold zeros, not stale memory.
   cudaMemsetAsync(out_->ptr, 0, out_->bytes, st);
@@ -129,7 +129,7 @@ void BwdBuffers::poison_grads(cudaStream_t st) {
   } else {
     check::poison(dq_->ptr, shape.dt, n_q(), st);
     check::poison(dk_->ptr, shape.dt, n_kv(), st);
-    check::poison(dv_->ptr, shape.dt, n_kv(), st);
+    check::poison(dv_->ptr, shape.dt, n_v(), st);
   }
 }
 
@@ -157,7 +157,7 @@ std::vector<uint8_t> BwdBuffers::grad_bytes() const {
   } else {
     append_bytes(&bytes, dq_->ptr, size_t(n_q()) * 2);
     append_bytes(&bytes, dk_->ptr, size_t(n_kv()) * 2);
-    append_bytes(&bytes, dv_->ptr, size_t(n_kv()) * 2);
+    append_bytes(&bytes, dv_->ptr, size_t(n_v()) * 2);
   }
   return bytes;
 }

@@ -18,7 +18,9 @@ struct BwdShape {
   DType dt;
   bool packed_qkv = false;    // q, k, v: slices of one (B, S, 3, H, D) buffer (sq == sk, hq == hkv)
   bool packed_grad = false;   // dq, dk, dv: slices of one (B, S, 3, H, D) buffer (same condition)
-  bool strided_dout = false;  // dout: the first half of each head of a (B, Sq, Hq, 2D) buffer
+  bool strided_dout = false;  // dout: the first half of each head of a (B, Sq, Hq, 2Dv) buffer
+  int dv = 0;                 // v's (and out's, dout's) head dim; 0: d. Packed layouts need dv == d
+  int vd() const { return dv ? dv : d; }
 };
 
 std::string name(const BwdShape& s);
@@ -46,6 +48,8 @@ class BwdBuffers {
  private:
   int64_t n_q() const { return int64_t(shape.b) * shape.sq * shape.hq * shape.d; }
   int64_t n_kv() const { return int64_t(shape.b) * shape.sk * shape.hkv * shape.d; }
+  int64_t n_o() const { return int64_t(shape.b) * shape.sq * shape.hq * shape.vd(); }   // out, dout
+  int64_t n_v() const { return int64_t(shape.b) * shape.sk * shape.hkv * shape.vd(); }  // v, dv
   std::unique_ptr<DeviceBuffer> qkv_, q_, k_, v_, dout_, out_, lse_, grad_, dq_, dk_, dv_;
 };
 

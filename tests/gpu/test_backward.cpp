@@ -57,6 +57,15 @@ std::vector<BwdShape> grid() {
   }
   cs.push_back({1, 513, 513, 4, 4, 96, true, kFp16, true, true, true});
   cs.push_back({1, 513, 513, 4, 4, 192, false, kBf16, true, true, true});
+  // Head dims between the instantiated ones (zero-filled columns on a covering kernel), and
+  // v's head dim differing from q/k's; strided dout among them.
+  for (int d : {8, 40, 80, 112})
+    for (bool causal : {false, true}) cs.push_back({2, 300, 517, 6, 2, d, causal, causal ? kBf16 : kFp16});
+  for (auto [d, dv] : {std::pair{192, 128}, {64, 128}, {128, 64}, {40, 24}, {96, 64}})
+    for (bool causal : {false, true}) {
+      cs.push_back({2, 300, 517, 6, 2, d, causal, kBf16, false, false, false, dv});
+      cs.push_back({1, 1000, 113, 4, 4, d, causal, kFp16, false, false, true, dv});  // rows without keys
+    }
   return cs;
 }
 
@@ -67,7 +76,8 @@ std::vector<BwdShape> deterministic_shapes() {
           {1, 4097, 4097, 4, 1, 64, false, kFp16},
           {3, 517, 300, 8, 8, 96, false, kBf16},
           {2, 113, 1000, 16, 2, 256, true, kFp16},
-          {1, 777, 777, 4, 4, 128, true, kBf16, true, true}};
+          {1, 777, 777, 4, 4, 128, true, kBf16, true, true},
+          {2, 517, 300, 8, 2, 96, true, kBf16, false, false, false, 64}};
 }
 
 std::vector<BwdShape> empty_shapes() {

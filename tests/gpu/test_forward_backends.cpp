@@ -20,12 +20,14 @@ struct Case {
   // out's heads are D + 8 elements apart (the API wants 16-byte multiples): the 8 gap elements
   // per head must stay untouched by every epilogue (direct or TMA store).
   bool padded_out = false;
+  int dv = 0;  // v's and out's head dim; 0: d
+  int vd() const { return dv ? dv : d; }
 };
 
 std::string name(const Case& c) {
   return "b" + std::to_string(c.b) + "_sq" + std::to_string(c.sq) + "_sk" + std::to_string(c.sk) +
          "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv) + "_d" + std::to_string(c.d) +
-         (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
+         (c.dv ? "v" + std::to_string(c.dv) : "") + (c.causal ? "_causal" : "") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
          (c.packed ? "_packed" : "") + (c.padded_out ? "_paddedout" : "");
 }
 
@@ -55,6 +57,19 @@ std::vector<Case> grid() {
     cs.push_back({1, 1023, 1023, 4, 4, d, true, DType::kBFloat16});
     cs.push_back({2, 300, 517, 6, 2, d, false, DType::kFloat16});
   }
+  // Head dims between the instantiated ones run on the covering kernel with zero-filled
+  // columns; out's gap columns (padded_out) check that nothing past the head dim is written.
+  for (int d : {8, 24, 40, 72, 80, 136, 200, 248}) {
+    cs.push_back({2, 300, 517, 6, 2, d, d % 16 == 8, DType::kBFloat16, false, true});
+    cs.push_back({1, 1000, 113, 4, 2, d, true, DType::kFloat16, false, true});
+  }
+  // Dv != D (DeepSeek-style 192/128 and others, both ways round).
+  for (auto [d, dv] : {std::pair{192, 128}, {64, 128}, {128, 64}, {40, 24}, {256, 8}}) {
+    for (bool causal : {false, true}) {
+      cs.push_back({2, 777, 1000, 8, 2, d, causal, DType::kBFloat16, false, true, dv});
+      cs.push_back({1, 1000, 113, 4, 4, d, causal, DType::kFloat16, false, false, dv});
+    }
+  }
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
       cs.push_back({4, 1000, 1000, 8, 8, d, causal, DType::kBFloat16, false, true});
@@ -79,10 +94,11 @@ TEST_P(Backends, MatchesReference) {
   FLASHATTN_REQUIRE_GPU();
   const auto [backend, c] = GetParam();
   const int64_t nq = int64_t(c.b) * c.sq * c.hq * c.d, nk = int64_t(c.b) * c.sk * c.hkv * c.d;
+  const int64_t nv = int64_t(c.b) * c.sk * c.hkv * c.vd();
   const int64_t nlse = int64_t(c.b) * c.hq * c.sq;
-  const int od = c.padded_out ? c.d + 8 : c.d;  // out's head stride
+  const int od = c.padded_out ? c.vd() + 8 : c.vd();  // out's head stride
   const int64_t no = int64_t(c.b) * c.sq * c.hq * od;
-  DeviceBuffer qkv(c.packed ? 3 * nq * 2 : 16), q(nq * 2), k(nk * 2), v(nk * 2), o(no * 2), lse(nlse * 4);
+  DeviceBuffer qkv(c.packed ? 3 * nq * 2 : 16), q(nq * 2), k(nk * 2), v(nv * 2), o(no * 2), lse(nlse * 4);
   ForwardArgs a;
   if (c.packed) {
     check::fill_random(qkv.ptr, c.dt, 3 * nq, 21 + c.sq, 0.1f, 1.f, nullptr);
@@ -96,12 +112,12 @@ TEST_P(Backends, MatchesReference) {
   } else {
     check::fill_random(q.ptr, c.dt, nq, 31 + c.sq, 0.1f, 1.f, nullptr);
     check::fill_random(k.ptr, c.dt, nk, 32 + c.sk, 0.1f, 1.f, nullptr);
-    check::fill_random(v.ptr, c.dt, nk, 33 + c.d, 0.2f, 1.f, nullptr);
+    check::fill_random(v.ptr, c.dt, nv, 33 + c.d, 0.2f, 1.f, nullptr);
     a.q = make_contiguous(q.ptr, c.dt, c.b, c.sq, c.hq, c.d);
     a.k = make_contiguous(k.ptr, c.dt, c.b, c.sk, c.hkv, c.d);
-    a.v = make_contiguous(v.ptr, c.dt, c.b, c.sk, c.hkv, c.d);
+    a.v = make_contiguous(v.ptr, c.dt, c.b, c.sk, c.hkv, c.vd());
   }
-  a.out = make_contiguous(o.ptr, c.dt, c.b, c.sq, c.hq, c.d);
+  a.out = make_contiguous(o.ptr, c.dt, c.b, c.sq, c.hq, c.vd());
   a.out.stride[2] = od;
   a.out.stride[1] = int64_t(c.hq) * od;
   a.out.stride[0] = a.out.stride[1] * c.sq;
@@ -124,7 +140,7 @@ TEST_P(Backends, MatchesReference) {
     ASSERT_EQ(cudaMemcpy(host.data(), o.ptr, no * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     int64_t touched = 0;
     for (int64_t row = 0; row < int64_t(c.b) * c.sq * c.hq; ++row)
-      for (int e = c.d; e < od; ++e) touched += host[row * od + e] != 0xFFFF;
+      for (int e = c.vd(); e < od; ++e) touched += host[row * od + e] != 0xFFFF;
     EXPECT_EQ(touched, 0) << "elements written between out's heads";
   }
 }
