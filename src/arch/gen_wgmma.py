@@ -5,7 +5,7 @@ Run: python3 src/arch/gen_wgmma.py > src/arch/wgmma.h
 Writing N/2 accumulator operands by hand is where typos hide, so the list is generated.
 """
 SS_N = [64, 80, 96, 112, 128, 144, 160, 176, 192]  # S = Q K^T: N = kBlockN
-RS_N = [64, 128, 256]                     # O += P V: N = kHeadDim
+RS_N = [64, 128, 192, 256]                # O += P V: N = kHeadDim
 TT_N = [32, 64, 128]                      # backward dQ = dS K: both operands MN-major
 TYPES = [("f16", "f16"), ("bf16", "bf16")]
 

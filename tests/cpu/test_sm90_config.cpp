@@ -5,11 +5,13 @@
 // group never overwrites rows the other group may still be reading.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "sm90/fwd/tile_table.h"
+#include "sm90/head_dim.h"
 
 namespace {
 
@@ -65,6 +67,8 @@ std::vector<Layout> shipped() {
   v.push_back(layout<TableConfig<64, true, true, true>>("d64 short causal"));
   v.push_back(layout<TableConfig<128, true, false>>("d128 non-causal"));
   v.push_back(layout<TableConfig<128, false, true>>("d128 causal fp16"));
+  v.push_back(layout<TableConfig<192, true, false>>("d192 non-causal"));
+  v.push_back(layout<TableConfig<192, false, true>>("d192 causal fp16"));
   v.push_back(layout<TableConfig<256, true, false>>("d256 non-causal"));
   v.push_back(layout<TableConfig<256, true, true>>("d256 causal"));
   // Not dispatched today, but the Q-slot staging with two slots is only exercised here.
@@ -138,6 +142,9 @@ TEST(Sm90Config, ShippedChoices) {
   EXPECT_EQ(get("d256 non-causal").q_stages, 1);  // no room: O staged over the one Q slot
   EXPECT_TRUE(get("d256 non-causal").in_q);
   EXPECT_TRUE(get("d256 causal").in_q);
+  EXPECT_EQ(get("d192 non-causal").q_stages, 1);  // 216 KiB: O staged over the one Q slot
+  EXPECT_TRUE(get("d192 non-causal").in_q);
+  EXPECT_TRUE(get("d192 causal fp16").in_q);
   EXPECT_TRUE(get("d64 non-causal").own_buffer);  // three groups: non-causal only (V16)
   EXPECT_FALSE(get("d64 causal").own_buffer || get("d64 causal").in_q);
   EXPECT_TRUE(get("d64 short causal").own_buffer);
@@ -146,3 +153,25 @@ TEST(Sm90Config, ShippedChoices) {
 }
 
 }  // namespace
+
+// Which kernel serves a head dim: the smallest instantiated one covering both q/k's and v's.
+TEST(Sm90Config, KernelHeadDimCoversTheCall) {
+  using flashattn::sm90::bwd_kernel_head_dim;
+  using flashattn::sm90::fwd_kernel_head_dim;
+  for (int d = 8; d <= 256; d += 8)
+    for (int dv = 8; dv <= 256; dv += 8) {
+      const int m = std::max(d, dv);
+      const int f = fwd_kernel_head_dim(d, dv), b = bwd_kernel_head_dim(d, dv);
+      EXPECT_GE(f, m);
+      // No instantiated forward head dim lies in [m, f): f is the smallest that covers.
+      for (int k : {64, 128, 192, 256}) EXPECT_FALSE(k >= m && k < f) << d << "/" << dv;
+      if (m <= 128) {
+        EXPECT_EQ(b, m <= 64 ? 64 : 128) << d << "/" << dv;
+      } else {
+        EXPECT_EQ(b, 0) << d << "/" << dv;  // no backward kernel past 128
+      }
+    }
+  EXPECT_EQ(fwd_kernel_head_dim(192, 128), 192);
+  EXPECT_EQ(fwd_kernel_head_dim(96, 96), 128);
+  EXPECT_EQ(fwd_kernel_head_dim(8, 264), 0);
+}

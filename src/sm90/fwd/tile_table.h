@@ -48,6 +48,14 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
     o.block_n = causal ? 128 : FLASHATTN_SM90_ABL_D128_BLOCKN;
     o.stages = causal ? FLASHATTN_SM90_ABL_D128_CAUSAL_STAGES : 2;
     o.split_masked_loop = true;
+  } else if (d == 192) {
+    // Head dim 192 (and 136..184, zero-filled; q/k 192 with v 128): BlockN 112, 2 stages:
+    // Q 48 KiB + 4 x 42 KiB = 216 KiB (BlockN 128 would need 240). O is 96 f32 per thread, S 56.
+    // No room for a second Q slot or an O buffer: O is staged in the Q slot. Conditional
+    // rescale and split loops as D=256 (the nearest measured shape).
+    o.block_n = 112;
+    o.conditional_rescale = true;
+    o.split_masked_loop = true;
   } else if (d == 256) {
     // BlockN 80, 2 stages: Q 64 KiB + 4 x 40 KiB = 224 KiB; O alone is 128 f32 per thread, so S
     // must stay small. Conditional rescale (V5): the skipped O rescale is a large share of the
