@@ -56,9 +56,9 @@ def rand(*shape, dtype=torch.bfloat16, mean=MEAN, device="cuda"):
     return (torch.randn(*shape, device=device, dtype=torch.float32) + mean).to(dtype)
 
 
-def qkv(B, Sq, Sk, Hq, Hkv, D, dtype=torch.bfloat16):
+def qkv(B, Sq, Sk, Hq, Hkv, D, dtype=torch.bfloat16, Dv=None):
     return rand(B, Sq, Hq, D, dtype=dtype), rand(B, Sk, Hkv, D, dtype=dtype), \
-        rand(B, Sk, Hkv, D, dtype=dtype)
+        rand(B, Sk, Hkv, Dv or D, dtype=dtype)
 
 
 def run_grads(q, k, v, dout, causal, softmax_scale=None, dlse=None, **kw):
@@ -79,7 +79,7 @@ def run_grads(q, k, v, dout, causal, softmax_scale=None, dlse=None, **kw):
 def check_grads(q, k, v, dout, causal, softmax_scale=None, dlse=None, **kw):
     """Our dq, dk, dv against the fp64 reference, bounded by the same-dtype math's error."""
     *_, dq, dk, dv = run_grads(q, k, v, dout, causal, softmax_scale, dlse, **kw)
-    d = dout if dout is not None else torch.zeros_like(q)
+    d = dout if dout is not None else q.new_zeros((*q.shape[:3], v.shape[3]))
     ref = attention_grads(q, k, v, d, softmax_scale, causal, torch.float64, dlse)
     lowp = attention_grads(q, k, v, d, softmax_scale, causal, q.dtype, dlse)
     for name, ours, r, low, t in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, lowp, (q, k, v)):
@@ -114,6 +114,19 @@ def test_grads(shape, causal, dtype):
     dq, dk, dv = check_grads(q, k, v, torch.randn_like(q), causal)
     if causal and Sq > Sk:  # masked rows see no key: nothing flows back from them
         assert torch.all(dq[:, : Sq - Sk] == 0)
+
+
+@needs_gpu
+@CAUSAL
+@pytest.mark.parametrize("d,dv", [(192, 128), (64, 128), (128, 64), (40, 24), (80, 80),
+                                  (200, 200)])
+def test_grads_head_dims(d, dv, causal):
+    # Head dims between the instantiated kernels, and v's head dim differing from q/k's; the lse
+    # term too (its gradient goes through calls with v := k).
+    q, k, v = qkv(2, 150, 203, 4, 2, d, Dv=dv)
+    dlse = torch.randn(2, 4, 150, device="cuda")
+    check_grads(q, k, v, torch.randn(2, 150, 4, dv, device="cuda").to(q.dtype), causal,
+                dlse=dlse)
 
 
 @needs_gpu
@@ -369,12 +382,14 @@ def test_autograd_formula_on_cpu(monkeypatch):
 
     monkeypatch.setattr(fa_torch, "_fwd_impl", fwd)
     monkeypatch.setattr(fa_torch, "_bwd_impl", bwd)
-    for (B, Sq, Sk, Hq, Hkv, D), causal, scale in (((2, 7, 5, 4, 2, 8), True, 0.0),
-                                                   ((1, 6, 9, 3, 1, 16), False, 0.4),
-                                                   ((1, 9, 9, 2, 2, 8), True, 0.0)):
-        q, k, v = (rand(B, S, H, D, dtype=torch.float64, device="cpu")
-                   for S, H in ((Sq, Hq), (Sk, Hkv), (Sk, Hkv)))
-        dout, dlse = torch.randn(B, Sq, Hq, D, dtype=torch.float64), torch.randn(
+    for (B, Sq, Sk, Hq, Hkv, D, Dv), causal, scale in (((2, 7, 5, 4, 2, 8, 8), True, 0.0),
+                                                       ((1, 6, 9, 3, 1, 16, 16), False, 0.4),
+                                                       ((1, 9, 9, 2, 2, 8, 8), True, 0.0),
+                                                       ((1, 6, 9, 4, 2, 16, 8), True, 0.0),
+                                                       ((2, 7, 5, 2, 1, 8, 24), False, 0.3)):
+        q, k, v = (rand(B, S, H, E, dtype=torch.float64, device="cpu")
+                   for S, H, E in ((Sq, Hq, D), (Sk, Hkv, D), (Sk, Hkv, Dv)))
+        dout, dlse = torch.randn(B, Sq, Hq, Dv, dtype=torch.float64), torch.randn(
             B, Hq, Sq, dtype=torch.float64)
         for use_out, use_lse in ((True, False), (True, True), (False, True)):
             leaves = [t.clone().requires_grad_() for t in (q, k, v)]

@@ -50,11 +50,11 @@ def poison_allocator(nbytes):
 
 def check(q, k, v, causal, softmax_scale=None, backend="auto", out=None, lse=None):
     if out is None:
-        B, Sq, Hq, D = q.shape
-        poison_allocator(B * Sq * Hq * D * 2 + B * Hq * Sq * 4)
+        B, Sq, Hq, _ = q.shape
+        poison_allocator(B * Sq * Hq * v.shape[3] * 2 + B * Hq * Sq * 4)
         out, lse = flashattn.flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal,
                                              return_lse=True, backend=backend)
-    assert out.shape == q.shape and out.dtype == q.dtype and out.is_cuda
+    assert out.shape == (*q.shape[:3], v.shape[3]) and out.dtype == q.dtype and out.is_cuda
     assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.dtype == torch.float32
     ref, lse_ref = attention(q, k, v, softmax_scale, causal, torch.float32)
     lowp, lse_lowp = attention(q, k, v, softmax_scale, causal, q.dtype)
@@ -107,11 +107,19 @@ def test_gqa(hq, hkv, causal):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("d", [8, 40, 64, 80, 96, 128, 192, 200, 256])
 def test_head_dims(d, causal, dtype):
     B, S, H = 2, 255, 4
     check(rand(B, S, H, d, dtype=dtype), rand(B, S, H, d, dtype=dtype),
           rand(B, S, H, d, dtype=dtype), causal)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d,dv", [(192, 128), (64, 128), (128, 64), (40, 24)])
+def test_v_head_dim_differs(d, dv, causal):
+    # out takes v's head dim (DeepSeek-style q/k 192 with v 128, and other pairs).
+    B, Sq, Sk, Hq, Hkv = 2, 200, 255, 4, 2
+    check(rand(B, Sq, Hq, d), rand(B, Sk, Hkv, d), rand(B, Sk, Hkv, dv), causal)
 
 
 def test_softmax_scale_and_return_types():
@@ -229,10 +237,15 @@ def test_mismatched_heads_rejected():
         flashattn.flash_attn_func(q, k, k)
 
 
-def test_head_dim_80_rejected():
-    q = rand(1, 8, 2, 80)
-    with pytest.raises(ValueError, match="head dim 80"):
+def test_head_dim_not_multiple_of_8_rejected():
+    q = rand(1, 8, 2, 84)
+    with pytest.raises(ValueError, match="head dim 84"):
         flashattn.flash_attn_func(q, q, q)
+    q = rand(1, 8, 2, 64)
+    with pytest.raises(ValueError, match="k: head dim"):
+        flashattn.flash_attn_func(q, rand(1, 8, 2, 72), q)
+    with pytest.raises(ValueError, match="head dim 264"):
+        flashattn.flash_attn_func(q, q, rand(1, 8, 2, 264))
 
 
 def test_bad_rank_and_scale_rejected():
