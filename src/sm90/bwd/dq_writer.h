@@ -1,10 +1,11 @@
 // The backward's dQ writer: one thread (warp 1 of the load warpgroup) adds each query block's
 // staged dQ into the fp32 accumulator with one bulk reduce-add, so the MMA warpgroups never wait
 // on a reduction (they only wait for the staging to have been read, long done by then).
-// Deterministic mode: key blocks add into a (batch, head, query block) in ascending order. Each
-// waits for its turn counter, and advances it only after its own reduction has completed in
-// global memory (wait_group 0), not merely read its staging: the next block's reduction must
-// land on a finished sum.
+// Deterministic mode: key blocks add into a (batch, head, query block) in a fixed order (`turn`
+// is the block's place in it: ascending key blocks, or under causal descending, see kernel.h).
+// Each waits for the counter to reach its turn, and advances it only after its own reduction
+// has completed in global memory (wait_group 0), not merely read its staging: the next block's
+// reduction must land on a finished sum.
 #pragma once
 
 #include <cuda/atomic>
@@ -20,7 +21,7 @@ namespace flashattn::sm90 {
 
 template <class Cfg>
 __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase, uint32_t staging,
-                                                const Sm90BwdArgs& args, int64_t chunk, int n_block) {
+                                                const Sm90BwdArgs& args, int64_t chunk, int turn_of_block) {
   dq.wait_full(0, phase);
   float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
   if (args.dq_turn == nullptr) {
@@ -31,7 +32,7 @@ __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase,
     return;
   }
   cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
-  while (turn.load(cuda::memory_order_acquire) != n_block) {
+  while (turn.load(cuda::memory_order_acquire) != turn_of_block) {
   }
   arch::fence_proxy_async_global();  // the acquire before this thread's async-proxy reduction
   arch::bulk_reduce_add_f32(dst, staging, Cfg::kDqBytes);
@@ -40,7 +41,7 @@ __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase,
   arch::mbarrier_arrive(dq.empty_bar(0));
   arch::cp_async_bulk_wait_group0();
   arch::fence_proxy_async_global();
-  turn.store(n_block + 1, cuda::memory_order_release);
+  turn.store(turn_of_block + 1, cuda::memory_order_release);
 }
 
 }  // namespace flashattn::sm90

@@ -43,7 +43,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const uint32_t smem = (raw + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
   uint8_t* smem_gp = smem_raw + (smem - raw);
 
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  // Deterministic causal: key blocks add into a query block's dQ from the last one visiting it
+  // down (dq_writer.h), and launch in that order too, so a CTA only ever waits on CTAs launched
+  // before it (never on one that may not be resident yet).
+  constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
+  const bool descending = kCausal && args.dq_turn != nullptr;
+  const int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int hk = blockIdx.y, b = blockIdx.z;
   const Mask<Cfg::kMaskKind> rule{args.sq, args.sk};
   const BlockRange mr = rule.m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
@@ -78,7 +84,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
 #pragma unroll 1
         for (int m = mr.lo; m < mr.hi; ++m) {
-          dq_writer_block<Cfg>(bars.dq, phase, smem + Cfg::kSmemDq, args, chunk0 + m, n_block);
+          // This block's place in query block m's order of additions (deterministic mode).
+          const int turn = descending ? rule.n_block_range(m, Cfg::kBlockM, Cfg::kBlockN).hi - 1 - n_block : n_block;
+          dq_writer_block<Cfg>(bars.dq, phase, smem + Cfg::kSmemDq, args, chunk0 + m, turn);
           phase ^= 1;
         }
       }
