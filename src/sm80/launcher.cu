@@ -20,48 +20,60 @@ using sm80::kTunedRows;
 using sm80::Sm80FwdOptions;
 using sm80::TunedRow;
 
-// The library's entry of (o, dt) if it has a kernel for the mask kind of `causal`.
-const KernelEntry* find_kernel(const Sm80FwdOptions& o, ElemType dt, bool causal) {
+// The library's entry of (o, dt, padded) if it has a kernel for the mask kind of `causal`.
+const KernelEntry* find_kernel(const Sm80FwdOptions& o, ElemType dt, bool causal, bool padded) {
   for (const KernelEntry& e : sm80::library_kernels()) {
-    if (e.dtype == dt && e.options == o) return e.launch_for(sm80::mask_kind(causal)) ? &e : nullptr;
+    if (e.dtype == dt && e.padded == padded && e.options == o) {
+      return e.launch_for(sm80::mask_kind(causal)) ? &e : nullptr;
+    }
   }
   return nullptr;
 }
 
-// The tuned rows resolved to their kernels once, so dispatch does not rescan the registry on
-// every call. The library instantiates every row's kernel (sm80/tuned_table.h); a null entry
-// would make dispatch skip the row.
-const KernelEntry* tuned_kernel(const TunedRow& r) {
-  static const std::array<const KernelEntry*, kTunedRows.size()> resolved = [] {
-    std::array<const KernelEntry*, kTunedRows.size()> a{};
+// The tuned rows resolved to their kernels (unpadded and padded) once, so dispatch does not
+// rescan the registry on every call. The library instantiates every row's kernel and its padded
+// twin (sm80/tuned_table.h); a null entry would make dispatch skip the row.
+const KernelEntry* tuned_kernel(const TunedRow& r, bool padded) {
+  using Resolved = std::array<std::array<const KernelEntry*, 2>, kTunedRows.size()>;
+  static const Resolved resolved = [] {
+    Resolved a{};
     for (std::size_t i = 0; i < a.size(); ++i) {
       const TunedRow& row = kTunedRows[i];
-      a[i] = find_kernel(row.options(), row.dtype, row.causal);
+      for (bool pad : {false, true}) a[i][pad] = find_kernel(row.options(), row.dtype, row.causal, pad);
     }
     return a;
   }();
-  return resolved[static_cast<std::size_t>(&r - kTunedRows.data())];
+  return resolved[static_cast<std::size_t>(&r - kTunedRows.data())][padded];
 }
 
 }  // namespace
 
 // The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner):
-// the tuned row of the call's sequence-length bucket (tuned_select.h), else the head dim's default.
+// the tuned row of the kernel head dim (the smallest instantiated one covering d and d_v) for
+// the call's sequence-length bucket (tuned_select.h), else that head dim's default; padded when
+// d or d_v is below the kernel head dim.
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
-  const TunedRow* r = sm80::select_tuned_row(kTunedRows, sm, p.dtype, p.d, p.causal, p.sq, p.sk,
-                                             [](const TunedRow& row) { return tuned_kernel(row) != nullptr; });
-  if (r != nullptr) return tuned_kernel(*r);
-  return find_kernel(sm80::default_options(p.d), p.dtype, p.causal);
+  const int hd = sm80::kernel_head_dim(p.d, p.d_v);
+  if (hd == 0) return nullptr;
+  const bool padded = sm80::needs_padding(p.d, p.d_v);
+  const TunedRow* r = sm80::select_tuned_row(
+      kTunedRows, sm, p.dtype, hd, p.causal, p.sq, p.sk,
+      [padded](const TunedRow& row) { return tuned_kernel(row, padded) != nullptr; });
+  if (r != nullptr) return tuned_kernel(*r, padded);
+  return find_kernel(sm80::default_options(hd), p.dtype, p.causal, padded);
 }
 
 bool sm80_built() { return true; }
 
 // The device's capability (>= 8.0) is choose_backend's check, and p.scale > 0 validation's
-// (src/api/backends.h): only what the sm80 kernels add is checked here.
+// (src/api/backends.h): only what the sm80 kernels add is checked here. Head dims: validation
+// admits multiples of 8 in [8, 256] for d and d_v, and every such pair runs, on the smallest
+// instantiated head dim covering both (padded where one differs from it); only a pair above the
+// largest kernel would be refused.
 Status sm80_supports(const FwdParams& p) {
-  if (p.d != 64 && p.d != 128 && p.d != 256) {
-    return {StatusCode::kNotSupported, "backend sm80: head dim " + std::to_string(p.d) +
-                                           " not instantiated (have 64, 128, 256)"};
+  if (sm80::kernel_head_dim(p.d, p.d_v) == 0) {
+    return {StatusCode::kNotSupported, "backend sm80: head dims d=" + std::to_string(p.d) + ", d_v=" +
+                                           std::to_string(p.d_v) + " not served (multiples of 8 from 8 to 256)"};
   }
   if (p.dtype != ElemType::kFloat16 && p.dtype != ElemType::kBFloat16) {
     return {StatusCode::kNotSupported, "backend sm80: dtype must be float16 or bfloat16"};

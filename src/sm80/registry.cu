@@ -12,12 +12,19 @@ namespace flashattn::sm80 {
 
 std::span<const KernelEntry> kernels_d64();
 std::span<const KernelEntry> kernels_d128();
+std::span<const KernelEntry> kernels_d192();
 std::span<const KernelEntry> kernels_d256();
+std::span<const KernelEntry> kernels_d64_padded();
+std::span<const KernelEntry> kernels_d128_padded();
+std::span<const KernelEntry> kernels_d192_padded();
+std::span<const KernelEntry> kernels_d256_padded();
 
 std::span<const KernelEntry> library_kernels() {
   static const std::vector<KernelEntry> all = [] {
     std::vector<KernelEntry> v;
-    for (auto s : {kernels_d64(), kernels_d128(), kernels_d256()}) v.insert(v.end(), s.begin(), s.end());
+    for (auto s : {kernels_d64(), kernels_d128(), kernels_d192(), kernels_d256(), kernels_d64_padded(),
+                   kernels_d128_padded(), kernels_d192_padded(), kernels_d256_padded()})
+      v.insert(v.end(), s.begin(), s.end());
     return v;
   }();
   return all;
@@ -26,10 +33,11 @@ std::span<const KernelEntry> library_kernels() {
 std::string KernelEntry::name() const {
   const Sm80FwdOptions& o = options;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n, o.warps,
-                o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "", o.swizzle ? "" : "_nosw",
-                o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded", o.precomputed_swizzle ? "_psw" : "",
-                o.strided_loads ? "" : "_nostrided", o.lazy_rescale ? "" : "_nolazyresc",
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
+                o.warps, o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "",
+                o.swizzle ? "" : "_nosw", o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded",
+                o.precomputed_swizzle ? "_psw" : "", o.strided_loads ? "" : "_nostrided",
+                o.lazy_rescale ? "" : "_nolazyresc", padded ? "_pad" : "",
                 dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }
@@ -43,6 +51,11 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " needs " +
                                            std::to_string(e.smem_bytes) + " B shared memory, device allows " +
                                            std::to_string(optin)};
+  }
+  const int hd = e.options.head_dim;
+  if (e.padded ? (p.d > hd || p.d_v > hd) : (p.d != hd || p.d_v != hd)) {
+    return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve head dims d=" +
+                                           std::to_string(p.d) + ", d_v=" + std::to_string(p.d_v)};
   }
   const LaunchFn launch = e.launch_for(mask_kind(p.causal));
   if (launch == nullptr) {

@@ -27,27 +27,32 @@ struct KernelEntry {
   int smem_bytes;
   // One kernel per mask kind (indexed by MaskKind); null where that kind is not instantiated.
   std::array<LaunchFn, 2> launch;
+  // The Sm80FwdPadded kernels (fwd/config.h): they serve any head dims d, d_v up to
+  // options.head_dim (the unpadded ones only d == d_v == options.head_dim).
+  bool padded = false;
 
   LaunchFn launch_for(MaskKind kind) const { return launch[static_cast<int>(kind)]; }
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
   // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
-  // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on.
+  // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on, "_pad"
+  // for the padded kernels.
   std::string name() const;
 };
 
 // Kernels built into the library: those dispatch can pick (sm80/tuned_table.h).
 std::span<const KernelEntry> library_kernels();
 
-// Launches entry `e`'s kernel of p's mask kind for `p` (checks that it is instantiated and the
-// shared-memory opt-in limit of the current device).
+// Launches entry `e`'s kernel of p's mask kind for `p` (checks that it is instantiated, that it
+// serves p's head dims, and the shared-memory opt-in limit of the current device).
 Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80
 
 namespace flashattn::detail {
 // The kernel sm80_forward would launch for `p` on a device of capability `sm` (major*10+minor):
-// the tuned table's row for the call's sequence-length bucket (max(Sq, Sk); sm80/tuned_select.h),
-// else the head dim's default. Null if neither is instantiated.
+// the tuned table's row of the kernel head dim (sm80::kernel_head_dim(d, d_v)) for the call's
+// sequence-length bucket (max(Sq, Sk); sm80/tuned_select.h), else that head dim's default; the
+// padded twin when d or d_v is below the kernel head dim. Null if none is instantiated.
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm);
 }  // namespace flashattn::detail

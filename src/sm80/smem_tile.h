@@ -21,7 +21,8 @@ struct SmemTile {
 };
 
 // Copies a (kRows, kHeadDim) tile from global memory (row stride `row_stride` elements) into
-// shared memory with cp.async; rows >= rows_valid are zero-filled and never read.
+// shared memory with cp.async; rows >= rows_valid are zero-filled and never read (padded kernels:
+// see kColPred and the col_valid form of thread_src for the chunks past the tensor's head dim).
 // Thread t owns chunk (t % kChunksPerRow) of rows t / kChunksPerRow + i * kRowsPerPass.
 template <class Cfg, int kRows>
 struct TileLoader {
@@ -35,6 +36,9 @@ struct TileLoader {
 
   __device__ __forceinline__ explicit TileLoader(int tid) : row0(tid / kChunks), chunk(tid % kChunks) {}
 
+  // This thread's chunk holds columns below `cols` (a multiple of 8): the col_valid of the loads.
+  __device__ __forceinline__ bool chunk_below(int cols) const { return chunk * 8 < cols; }
+
   // Byte offset of this thread's (row0, chunk) in a tile: pass 0 of load_strided.
   __device__ __forceinline__ uint32_t first_offset() const { return SmemTile<Cfg>::chunk_offset(row0, chunk); }
 
@@ -43,6 +47,14 @@ struct TileLoader {
   __device__ __forceinline__ uint64_t thread_src(const Elem* gmem, int64_t row_stride) const {
     return reinterpret_cast<uint64_t>(gmem + static_cast<int64_t>(row0) * row_stride + chunk * 8);
   }
+  // The same for padded kernels: a chunk past the head dim (!col_valid) names chunk 0 of its row
+  // instead, an address inside every row of the tensor, so load_strided's full tiles need no
+  // fallback select per pass (with kColPred their zero-fill is the src-size operand alone;
+  // without it the thread copies its row's chunk 0).
+  template <class Elem>
+  __device__ __forceinline__ uint64_t thread_src(const Elem* gmem, int64_t row_stride, bool col_valid) const {
+    return reinterpret_cast<uint64_t>(gmem + static_cast<int64_t>(row0) * row_stride + (col_valid ? chunk * 8 : 0));
+  }
 
   // StridedLoads: loads the tile *below* the one whose pass 0 `src` points at (tiles are walked
   // from the last key block down), leaving `src` at the new tile's pass 0. Passes go from the
@@ -50,9 +62,13 @@ struct TileLoader {
   // gmem) and no multiply; smem offsets are `smem_off` plus constants (swizzle.h). kPredicated:
   // rows >= rows_valid are zero-filled (their source is `fallback`, any mapped address); only
   // the last key block can be partial, so every other tile takes the unpredicated form.
-  template <bool kPredicated>
+  // kColPred (padded kernels): every pass is also zero-filled when !col_valid (this thread's
+  // chunk is at or past the tensor's head dim); `src` must then come from the col_valid form of
+  // thread_src, so it stays a mapped address inside full tiles.
+  template <bool kPredicated, bool kColPred = false>
   __device__ __forceinline__ void load_strided(uint32_t smem_base, uint32_t smem_off, uint64_t& src,
-                                               uint64_t pass_bytes, int rows_valid, const void* fallback) const {
+                                               uint64_t pass_bytes, int rows_valid, const void* fallback,
+                                               bool col_valid = true) const {
     const int rows_left = rows_valid - row0;  // pass i is valid iff i * kRowsPerPass < rows_left
 #pragma unroll
     for (int i = kPasses - 1; i >= 0; --i) {
@@ -60,23 +76,28 @@ struct TileLoader {
       const uint32_t dst =
           smem_base + swz::pass_offset<SmemTile<Cfg>::kRowBytes, Cfg::kSwizzle, kRowsPerPass>(smem_off, row0, chunk, i);
       if constexpr (kPredicated) {
-        const bool valid = i * kRowsPerPass < rows_left;
+        bool valid = i * kRowsPerPass < rows_left;
+        if constexpr (kColPred) valid = valid && col_valid;
         arch::cp_async_cg_16_zfill(dst, valid ? reinterpret_cast<const void*>(src) : fallback, valid);
+      } else if constexpr (kColPred) {
+        arch::cp_async_cg_16_zfill(dst, reinterpret_cast<const void*>(src), col_valid);
       } else {
         arch::cp_async_cg_16(dst, reinterpret_cast<const void*>(src));
       }
     }
   }
 
-  // gmem: element pointer of row 0, col 0 of the tile.
-  template <class Elem>
+  // gmem: element pointer of row 0, col 0 of the tile. kColPred (padded kernels): every row's
+  // chunk is also zero-filled when !col_valid (this thread's chunk is past the head dim).
+  template <bool kColPred = false, class Elem>
   __device__ __forceinline__ void load(uint32_t smem_base, const Elem* gmem, int64_t row_stride,
-                                       int rows_valid) const {
+                                       int rows_valid, bool col_valid = true) const {
     const Elem* src = gmem + static_cast<int64_t>(row0) * row_stride + chunk * 8;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = row0 + i * kRowsPerPass;
-      const bool valid = row < rows_valid;
+      bool valid = row < rows_valid;
+      if constexpr (kColPred) valid = valid && col_valid;
       // Invalid rows copy nothing but still name a mapped address (row 0 of the tile).
       const Elem* p = valid ? src + static_cast<int64_t>(i * kRowsPerPass) * row_stride : gmem;
       arch::cp_async_cg_16_zfill(smem_base + SmemTile<Cfg>::chunk_offset(row, chunk), p, valid);

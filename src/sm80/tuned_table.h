@@ -32,25 +32,52 @@ inline constexpr std::span<const TunedRow> kTunedRows{tuned_table_detail::kRowsA
 static_assert(tuned_rows_well_formed(kTunedRows),
               "tuned_table.inc: negative max_seqlen, or two rows with the same key and max_seqlen");
 
-// The head dims the family instantiates.
-inline constexpr int kHeadDims[] = {64, 128, 256};
+// The head dims the family instantiates (ascending). A call runs on the smallest one covering
+// both of its head dims (kernel_head_dim), padded where they differ from it.
+inline constexpr int kHeadDims[] = {64, 128, 192, 256};
+
+// The kernel head dim of a call with q/k head dim d and v/out head dim d_v: the smallest
+// instantiated head dim >= max(d, d_v); 0 when none is (above 256) or a head dim is not positive.
+// The tuned table's rows of that head dim serve the call.
+constexpr int kernel_head_dim(int d, int d_v) {
+  if (d <= 0 || d_v <= 0) return 0;
+  const int need = d > d_v ? d : d_v;
+  for (int k : kHeadDims) {
+    if (k >= need) return k;
+  }
+  return 0;
+}
+
+// A call needs the padded kernels (Sm80FwdPadded) when a head dim differs from its kernel's.
+constexpr bool needs_padding(int d, int d_v) {
+  const int k = kernel_head_dim(d, d_v);
+  return d != k || d_v != k;
+}
 
 // Defaults for devices the table does not know (and for calls no row serves), both dtypes and
 // masks: the FA2 block shapes, within A100's 163 KB of shared memory, none spilling
-// (docs/VERSIONS.md).
+// (docs/VERSIONS.md). 192 (not tuned yet; the tuner has no 192 candidates): 64 x 64 with 4
+// warps like 256 cannot be loaded, since the tile loader needs the threads to divide or be divided
+// by the 24 16-B chunks of a row (Sm80FwdConfig's "loader mapping"); 6 warps (192 threads, 8 rows
+// a pass) own 96 query rows, one m16 tile each as at 256, in 84 KB of shared memory, 178-214
+// registers and no spills (ptxas 13.0): one CTA of 6 warps per SM, where a D=192 call on the 256
+// kernel did a third more MMA work (one CTA of 4 warps per SM on A100, two on H100).
 constexpr Sm80FwdOptions default_options(int head_dim) {
   switch (head_dim) {
     case 64: return {.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4};
     case 128: return {.head_dim = 128, .block_m = 128, .block_n = 64, .warps = 4};
+    case 192: return {.head_dim = 192, .block_m = 96, .block_n = 64, .warps = 6};
     default: return {.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 4};
   }
 }
 
-// The kernels of one configuration in one element type: one per listed mask kind.
+// The kernels of one configuration in one element type: one per listed mask kind; padded: the
+// Sm80FwdPadded twin (calls with a head dim below options.head_dim).
 struct KernelKey {
   Sm80FwdOptions options;
   detail::ElemType dtype;
   bool mask_none = true, mask_causal = true;
+  bool padded = false;
   constexpr bool operator==(const KernelKey&) const = default;
 };
 
@@ -97,15 +124,17 @@ constexpr auto dispatchable_configs_with_bound() {
 // bf16), each once. The library instantiates exactly these (fwd/instantiations/fwd_d*.cu). A
 // configuration ships both dtypes even where the table names only one: that keeps each kernel's
 // dtype twin in its instantiation unit, and which kernels share a unit changes NVVM's inlining
-// order (and so a kernel's PTX) slightly.
-template <int D>
+// order (and so a kernel's PTX) slightly. kPadded: the padded twins of the same list (calls
+// whose head dims are below D take the row of D; fwd/instantiations/fwd_d*_padded.cu, units of
+// their own for the same reason).
+template <int D, bool kPadded = false>
 constexpr auto dispatchable_kernels() {
   constexpr auto kConfigs = tuned_table_detail::dispatchable_configs_with_bound<D>();
   std::array<KernelKey, 2 * kConfigs.second> out{};
   for (int i = 0; i < kConfigs.second; ++i) {
     const auto& c = kConfigs.first[i];
-    out[2 * i] = {c.options, detail::ElemType::kFloat16, c.mask_none, c.mask_causal};
-    out[2 * i + 1] = {c.options, detail::ElemType::kBFloat16, c.mask_none, c.mask_causal};
+    out[2 * i] = {c.options, detail::ElemType::kFloat16, c.mask_none, c.mask_causal, kPadded};
+    out[2 * i + 1] = {c.options, detail::ElemType::kBFloat16, c.mask_none, c.mask_causal, kPadded};
   }
   return out;
 }

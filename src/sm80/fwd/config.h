@@ -49,6 +49,8 @@ struct Sm80FwdConfig {
   static constexpr bool kPrecomputedSwizzle = O.precomputed_swizzle;
   static constexpr bool kStridedLoads = O.strided_loads;
   static constexpr bool kLazyRescale = O.lazy_rescale;
+  // Serves only calls whose head dims are kHeadDim (Sm80FwdPadded below serves the others).
+  static constexpr bool kPadded = false;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
@@ -91,6 +93,19 @@ struct Sm80FwdConfig {
   // Accumulator registers per thread (O + S); beyond ~200 fp32 the kernel spills.
   static constexpr int kAccRegs = kMTiles * (kNTilesO + kNTilesS) * 4;
   static_assert(kAccRegs <= 208, "accumulators alone exceed the register budget");
+};
+
+// The padded kernel of configuration Cfg: it serves calls whose q/k head dim d or v/out head dim
+// d_v is below kHeadDim (any multiples of 8). Tiles stay (rows, kHeadDim): Q/K chunks at or past d
+// are zero-filled by cp.async (src-size 0, no global read), so S = Q K^T is exact; V chunks at or
+// past d_v feed only O's columns at or past d_v, which the epilogue never stores (fwd/kernel.h
+// says what they hold); no load reads past a row's d or d_v. A type of its own, not a flag of
+// Sm80FwdOptions, so the unpadded kernels (calls with d == d_v == kHeadDim) keep their names and
+// their code: every padded branch is `if constexpr (Cfg::kPadded)`.
+template <class Cfg>
+struct Sm80FwdPadded : Cfg {
+  static_assert(!Cfg::kPadded, "already padded");
+  static constexpr bool kPadded = true;
 };
 
 }  // namespace flashattn::sm80

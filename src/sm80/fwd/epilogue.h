@@ -1,6 +1,7 @@
 // Epilogue of the sm80 forward kernel: normalize O, convert to the element type, stage each
 // warp's rows through (swizzled) shared memory (the warp's own Q rows, which only it read) and
-// write them to global memory in 16-B chunks; rows past sq are never written.
+// write them to global memory in 16-B chunks; rows past sq are never written, nor (padded
+// kernels, Cfg::kPadded) the columns at or past out's head dim o_cols.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,7 +27,8 @@ struct Epilogue {
   int lane;
 
   // Copies this warp's staged rows (kWarpRows, kHeadDim) from smem to gO (block row 0).
-  __device__ __forceinline__ void store_rows(Elem* gO, int64_t o_ss, int rows_valid) const {
+  __device__ __forceinline__ void store_rows(Elem* gO, int64_t o_ss, int rows_valid,
+                                             [[maybe_unused]] int o_cols) const {
     constexpr int kIters = Cfg::kWarpRows * kChunks / 32;
     static_assert(Cfg::kWarpRows * kChunks % 32 == 0, "store mapping");
 #pragma unroll
@@ -34,13 +36,15 @@ struct Epilogue {
       const int idx = lane + 32 * i;
       const int r = warp_row0 + idx / kChunks, c = idx % kChunks;
       const uint4 v = *reinterpret_cast<const uint4*>(smem + SmemTile<Cfg>::chunk_offset(r, c));
-      if (r < rows_valid) *reinterpret_cast<uint4*>(gO + r * o_ss + c * 8) = v;
+      bool store = r < rows_valid;
+      if constexpr (Cfg::kPadded) store = store && c * 8 < o_cols;
+      if (store) *reinterpret_cast<uint4*>(gO + r * o_ss + c * 8) = v;
     }
   }
 
   __device__ __forceinline__ void write(const float (&rO)[kMT][kNO][4], const float (&inv)[kMT][2],
                                         const float (&lse)[kMT][2], Elem* gO, int64_t o_ss, float* gLse,
-                                        int rows_valid) const {
+                                        int rows_valid, int o_cols) const {
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -55,17 +59,20 @@ struct Epilogue {
       }
     }
     __syncwarp();
-    store_rows(gO, o_ss, rows_valid);
+    store_rows(gO, o_ss, rows_valid, o_cols);
   }
 
   // Every row of the block is fully masked: out 0, lse -inf.
-  __device__ __forceinline__ void write_empty(Elem* gO, int64_t o_ss, float* gLse, int rows_valid) const {
+  __device__ __forceinline__ void write_empty(Elem* gO, int64_t o_ss, float* gLse, int rows_valid,
+                                              [[maybe_unused]] int o_cols) const {
     constexpr int kIters = Cfg::kWarpRows * kChunks / 32;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int idx = lane + 32 * i;
       const int r = warp_row0 + idx / kChunks, c = idx % kChunks;
-      if (r < rows_valid) *reinterpret_cast<uint4*>(gO + r * o_ss + c * 8) = make_uint4(0, 0, 0, 0);
+      bool store = r < rows_valid;
+      if constexpr (Cfg::kPadded) store = store && c * 8 < o_cols;
+      if (store) *reinterpret_cast<uint4*>(gO + r * o_ss + c * 8) = make_uint4(0, 0, 0, 0);
     }
     if (gLse != nullptr) {
       for (int r = warp_row0 + lane; r < warp_row0 + Cfg::kWarpRows; r += 32) {

@@ -1,6 +1,7 @@
 // The sm80 forward kernel (FlashAttention-2 structure): one CTA per (BlockM query rows, q head,
 // batch); warps split the rows; K/V tiles stream through shared memory with cp.async, walked
-// from the last key block to the first so the masked blocks come first.
+// from the last key block to the first so the masked blocks come first. With a padded Cfg
+// (Sm80FwdPadded, fwd/config.h) it serves head dims d, d_v below Cfg::kHeadDim.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -57,12 +58,26 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   const int n_end = n_block_end32(mask, m0, rows_valid, kBN);
   Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
   if (n_end == 0) {  // every row of this block is fully masked
-    epi.write_empty(gO, p.o_ss, gLse, rows_valid);
+    epi.write_empty(gO, p.o_ss, gLse, rows_valid, p.d_v);
     return;
   }
 
   const TileLoader<Cfg, kBM> q_loader(tid);
   const TileLoader<Cfg, kBN> kv_loader(tid);
+  // Padded kernels (Cfg::kPadded): does this thread's 16-B chunk of a Q/K row (of a V row) lie
+  // below d (d_v)? The chunk depends on tid only, the same in both loaders. Where it does not:
+  //  - Q and K: its loads zero-fill (src-size 0), so the padded columns add exact zeros to S;
+  //  - V (StridedLoads): it loads its row's chunk 0 instead, an address inside the caller's row.
+  //    Those columns of V meet only O's columns at or past d_v (each column of P V is its own),
+  //    which the epilogue never stores. Copying a real chunk costs nothing in the main loop; a
+  //    src-size operand for V as well (or zeroing V's slots once and skipping their loads) made
+  //    the register-bound padded shapes spill (d64 64x64 and 128x128, d128 128x64: 8-56 B with
+  //    CUDA 13.0). Nothing past a row's d or d_v is read.
+  [[maybe_unused]] bool qk_cols = true, v_cols = true;
+  if constexpr (Cfg::kPadded) {
+    qk_cols = kv_loader.chunk_below(p.d);
+    v_cols = kv_loader.chunk_below(p.d_v);
+  }
   const WarpGemm<Cfg> gemm(sQ, sK, sV, warp_row0, lane);
 
   float rO[kMT][kNO][4];
@@ -85,23 +100,47 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     k_pass = static_cast<uint64_t>(kPassRows * p.k_ss * static_cast<int64_t>(sizeof(Elem)));
     v_pass = static_cast<uint64_t>(kPassRows * p.v_ss * static_cast<int64_t>(sizeof(Elem)));
     const uint64_t tiles = static_cast<uint64_t>(n_end) * (kBN / kPassRows);
-    k_src = kv_loader.thread_src(gK, p.k_ss) + tiles * k_pass;
-    v_src = kv_loader.thread_src(gV, p.v_ss) + tiles * v_pass;
+    if constexpr (Cfg::kPadded) {  // padded chunks point at chunk 0 of their row (see above)
+      k_src = kv_loader.thread_src(gK, p.k_ss, qk_cols) + tiles * k_pass;
+      v_src = kv_loader.thread_src(gV, p.v_ss, v_cols) + tiles * v_pass;
+    } else {
+      k_src = kv_loader.thread_src(gK, p.k_ss) + tiles * k_pass;
+      v_src = kv_loader.thread_src(gV, p.v_ss) + tiles * v_pass;
+    }
     kv_off = kv_loader.first_offset();
   }
   // Key block n of K or V (g, ss: its tensor; src, pass: its running pointer) into s_dst.
-  auto load_kv = [&](uint32_t s_dst, const Elem* g, int64_t ss, uint64_t& src, uint64_t pass, int n, auto full_tag) {
+  // zero_cols_tag true (padded kernels, K): this thread's chunk is zero-filled unless `cols` (it
+  // lies inside the head dim). V's strided loads take no column predicate (see above); without
+  // StridedLoads (an ablation) padded kernels zero-fill both.
+  auto load_kv = [&](uint32_t s_dst, const Elem* g, int64_t ss, uint64_t& src, uint64_t pass, int n, auto full_tag,
+                     bool cols, auto zero_cols_tag) {
     if constexpr (Cfg::kStridedLoads) {
-      kv_loader.template load_strided<!decltype(full_tag)::value>(s_dst, kv_off, src, pass, p.sk - n * kBN, g);
+      kv_loader.template load_strided<!decltype(full_tag)::value, decltype(zero_cols_tag)::value>(
+          s_dst, kv_off, src, pass, p.sk - n * kBN, g, cols);
     } else {
-      kv_loader.load(s_dst, g + static_cast<int64_t>(n) * kBN * ss, ss, p.sk - n * kBN);
+      kv_loader.template load<Cfg::kPadded>(s_dst, g + static_cast<int64_t>(n) * kBN * ss, ss, p.sk - n * kBN, cols);
     }
     arch::cp_async_commit();
   };
-  auto load_k = [&](int n, auto full_tag) { load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag); };
-  auto load_v = [&](int n, auto full_tag) { load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag); };
+  // (Only padded kernels name qk_cols / v_cols here: capturing them changes the unpadded
+  // kernels' PTX.)
+  auto load_k = [&](int n, auto full_tag) {
+    if constexpr (Cfg::kPadded) {
+      load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag, qk_cols, std::true_type{});
+    } else {
+      load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag, true, std::false_type{});
+    }
+  };
+  auto load_v = [&](int n, auto full_tag) {
+    if constexpr (Cfg::kPadded) {
+      load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag, v_cols, std::false_type{});
+    } else {
+      load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag, true, std::false_type{});
+    }
+  };
 
-  q_loader.load(sQ, gQ, p.q_ss, rows_valid);
+  q_loader.template load<Cfg::kPadded>(sQ, gQ, p.q_ss, rows_valid, qk_cols);
   arch::cp_async_commit();
   if constexpr (Cfg::kEagerKV) load_k(n_end - 1, std::false_type{});
   if constexpr (Cfg::kQInRegs) {
@@ -163,7 +202,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
 
   float inv[kMT][2], lse[kMT][2];
   softmax.finalize(inv, lse, p.scale_log2);
-  epi.write(rO, inv, lse, gO, p.o_ss, gLse, rows_valid);
+  epi.write(rO, inv, lse, gO, p.o_ss, gLse, rows_valid, p.d_v);
 }
 
 }  // namespace flashattn::sm80

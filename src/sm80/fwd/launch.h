@@ -38,12 +38,12 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 }
 
 // The entry of K's configuration and dtype, with a kernel for each mask kind K lists (only
-// those are instantiated).
+// those are instantiated); K.padded: the Sm80FwdPadded kernels.
 template <KernelKey K>
 constexpr KernelEntry make_entry() {
-  using Cfg = Sm80FwdConfig<K.options>;
+  using Cfg = std::conditional_t<K.padded, Sm80FwdPadded<Sm80FwdConfig<K.options>>, Sm80FwdConfig<K.options>>;
   using Elem = std::conditional_t<K.dtype == detail::ElemType::kBFloat16, __nv_bfloat16, __half>;
-  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}};
+  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}, K.padded};
   if constexpr (K.mask_none) e.launch[static_cast<int>(MaskKind::kNone)] = &launch_fwd<Cfg, Elem, MaskKind::kNone>;
   if constexpr (K.mask_causal) {
     e.launch[static_cast<int>(MaskKind::kCausal)] = &launch_fwd<Cfg, Elem, MaskKind::kCausal>;

@@ -1,0 +1,10 @@
+// Padded head dim 128 kernels of the library (Sm80FwdPadded, sm80/fwd/config.h): the twins of
+// fwd_d128.cu's, for calls whose kernel head dim (sm80::kernel_head_dim) is 128 but whose q/k head
+// dim d or v head dim d_v is below it. A unit of their own, so fwd_d128.cu's kernels keep their PTX.
+#include "sm80/fwd/launch.h"
+
+namespace flashattn::sm80 {
+
+std::span<const KernelEntry> kernels_d128_padded() { return make_entries<dispatchable_kernels<128, true>()>(); }
+
+}  // namespace flashattn::sm80
