@@ -10,10 +10,10 @@ constexpr int fwd_kernel_head_dim(int d, int dv) {
   return m <= 0 ? 0 : m <= 64 ? 64 : m <= 128 ? 128 : m <= 192 ? 192 : m <= 256 ? 256 : 0;
 }
 
-// Backward kernels: 64, 128. 0: none covers it.
+// Backward kernels: 64, 128, 256. 0: none covers it.
 constexpr int bwd_kernel_head_dim(int d, int dv) {
   const int m = d > dv ? d : dv;
-  return m <= 0 ? 0 : m <= 64 ? 64 : m <= 128 ? 128 : 0;
+  return m <= 0 ? 0 : m <= 64 ? 64 : m <= 128 ? 128 : m <= 256 ? 256 : 0;
 }
 
 }  // namespace flashattn::sm90

@@ -165,11 +165,7 @@ TEST(Sm90Config, KernelHeadDimCoversTheCall) {
       EXPECT_GE(f, m);
       // No instantiated forward head dim lies in [m, f): f is the smallest that covers.
       for (int k : {64, 128, 192, 256}) EXPECT_FALSE(k >= m && k < f) << d << "/" << dv;
-      if (m <= 128) {
-        EXPECT_EQ(b, m <= 64 ? 64 : 128) << d << "/" << dv;
-      } else {
-        EXPECT_EQ(b, 0) << d << "/" << dv;  // no backward kernel past 128
-      }
+      EXPECT_EQ(b, m <= 64 ? 64 : m <= 128 ? 128 : 256) << d << "/" << dv;
     }
   EXPECT_EQ(fwd_kernel_head_dim(192, 128), 192);
   EXPECT_EQ(fwd_kernel_head_dim(96, 96), 128);

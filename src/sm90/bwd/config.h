@@ -5,7 +5,10 @@
 // One CTA owns kBlockN keys of one (batch, kv head): warpgroup 0 loads (TMA) and adds dQ into
 // the fp32 accumulator (its warp 1, the dQ writer), warpgroups 1 and 2
 // each hold 64 of the keys' dK and dV in registers and walk the query blocks of every query head
-// of the group. Per query block they compute S^T = K Q^T and dP^T = V dO^T (keys as the wgmma M
+// of the group. Head dim 256 (kSplitD): 64 x 256 of dK plus dV would not fit one group's
+// registers, so both groups take the same 64 keys and split the columns of dK, dV and dQ; each
+// computes the full S^T and dP^T itself (the same values in both: 7 GEMM units per block
+// instead of 5, but no exchange of P between the groups). Per query block they compute S^T = K Q^T and dP^T = V dO^T (keys as the wgmma M
 // side, so P^T and dS^T land in registers in the A-operand layout of dV += P^T dO and
 // dK += dS^T Q), and dQ = dS K with dS^T through shared memory.
 #pragma once
@@ -20,7 +23,14 @@ template <int kHeadDim_, int kBlockM_, bool kBf16_, MaskKind kMaskKind_, int kSt
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per step
-  static constexpr int kBlockN = 128;       // keys per CTA: 64 per MMA warpgroup
+  static constexpr bool kSplitD = kHeadDim > 128;
+  // Keys per CTA: 64 per MMA warpgroup, or (kSplitD) 64 shared by both.
+  static constexpr int kBlockN = kSplitD ? 64 : 128;
+  static constexpr int kGroupKeys = kSplitD ? 0 : 64;  // key offset of group 1 in the block
+  // kSplitD: each group's dQ is staged over its own column half of the stage's Q and dO tiles
+  // (dead once its dK and dV GEMMs retired; the other group reads only its own half by then),
+  // and the dQ writer releases the stage after reducing it: no separate staging buffer.
+  static constexpr bool kDqInStage = kSplitD;
   static constexpr bool kBf16 = kBf16_;
   static constexpr MaskKind kMaskKind = kMaskKind_;
   static constexpr int kStages = kStages_;  // Q/dO/lse/dsum ring depth
@@ -34,8 +44,9 @@ struct BwdConfig {
   // sum makes setmaxnreg.inc wait forever (32 + 240 hung the kernel on the H200).
   static_assert(128 * kProducerRegs + 256 * kMmaRegs <= 168 * kNumThreads);
 
-  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "head dims 64 and 128 (256 needs a split dK/dV)");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128, 256");
   static_assert(kBlockM == 64 || kBlockM == 128);
+  static_assert(!kSplitD || kBlockM == 64, "split head dim: dQ staged in a 64-row stage");
 
   // 128-byte swizzled tiles are stored as boxes of 64 columns (tma_host.h's encode_bshd).
   static constexpr int kBoxCols = 64;
@@ -60,7 +71,7 @@ struct BwdConfig {
   // dS^T alternates between two buffers: a group may store the next block's while the other
   // group's dQ GEMM still reads this one (the next kBarBwdDsReady orders the reuse after that).
   static constexpr int kSmemDq = kSmemDs + 2 * kDsBytes;
-  static constexpr int kSmemLse = kSmemDq + kDqBytes;
+  static constexpr int kSmemLse = kSmemDq + (kDqInStage ? 0 : kDqBytes);
   static constexpr int kSmemDsum = kSmemLse + kStages * kRowStatBytes;
   static constexpr int kSmemBytes = kSmemDsum + kStages * kRowStatBytes;
   static constexpr int kSmemAlign = 1024;
@@ -70,7 +81,8 @@ struct BwdConfig {
   // Register tiles of one MMA warpgroup (64 keys).
   static constexpr int kSRegs = kBlockM / 2;    // S^T / dP^T: 64 x kBlockM f32
   static constexpr int kKSteps = kBlockM / 16;  // k16 steps of dV += P^T dO (over queries)
-  static constexpr int kAccRegs = kHeadDim / 2; // dK or dV: 64 x kHeadDim f32
+  static constexpr int kAccN = kSplitD ? kHeadDim / 2 : kHeadDim;  // dK / dV columns of a group
+  static constexpr int kAccRegs = kAccN / 2;                          // dK or dV: 64 x kAccN f32
 
   // dQ = dS K split between the two warpgroups: by query rows when kBlockM is 128 (64 rows each,
   // all columns), else by columns (all 64 rows, half the head dim each; halves stay whole boxes).
@@ -81,17 +93,26 @@ struct BwdConfig {
   static constexpr int kDqVec = kDqN / 8;  // float4s per thread
   __host__ __device__ static constexpr int dq_row0(int wg) { return kDqSplitRows ? 64 * wg : 0; }
   __host__ __device__ static constexpr int dq_col0(int wg) { return kDqSplitRows ? 0 : kDqN * wg; }
+  static_assert(!kDqInStage || (kDqN == kAccN && kDqN * kBlockM * 4 == kQBytes),
+                "kDqInStage: a group's dQ (64 x D/2 f32) fills its halves of the stage's Q and dO");
 
   // The fp32 dQ accumulator of one (batch, head, query block) is kBlockM * kHeadDim floats in the
   // order the MMA threads hold them, so that both the shared-memory staging (float4 per thread,
   // consecutive threads adjacent) and the bulk reduction stay conflict-free: float4 number
   // (wg * kDqVec + i) * 128 + t holds thread t's accumulators 4i..4i+3. dq_element maps
   // (float index) -> (row, column) in the block for the postprocess.
+  // kDqInStage orders the float4s as (pass, wg, i) instead, pass = the 64-column half of the
+  // group's 128 columns: the accumulator is then the stage's Q tile (pass 0 of both groups)
+  // followed by its dO tile (pass 1), two contiguous bulk reductions.
   __host__ __device__ static constexpr void dq_element(int f, int* row, int* col) {
     const int r = f & 3;
     const int t = (f >> 2) & 127;
-    const int vi = f >> 9;  // wg * kDqVec + i
-    const int wg = vi / kDqVec, i = vi % kDqVec;
+    const int vi = f >> 9;
+    int wg = vi / kDqVec, i = vi % kDqVec;  // vi = wg * kDqVec + i
+    if (kDqInStage) {                        // vi = (pass * 2 + wg) * 8 + i % 8, i = 8 pass + i % 8
+      wg = (vi / 8) % 2;
+      i = 8 * (vi / 16) + vi % 8;
+    }
     *row = dq_row0(wg) + 16 * (t >> 5) + ((t & 31) >> 2) + 8 * (r >> 1);
     *col = dq_col0(wg) + 8 * i + 2 * (t & 3) + (r & 1);
   }

@@ -44,4 +44,33 @@ __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase,
   turn.store(turn_of_block + 1, cuda::memory_order_release);
 }
 
+// kDqInStage: the two groups' dQ sit over stage `st`'s Q and dO tiles (mainloop.h), in the
+// accumulator's order (BwdConfig::dq_element): two bulk reductions; once they have been read
+// the stage goes back to the loader.
+template <class Cfg>
+__device__ __forceinline__ void dq_writer_block_in_stage(MbarRing<Cfg::kStages>& dq, MbarRing<Cfg::kStages>& ring,
+                                                         const PipelineState<Cfg::kStages>& st, uint32_t smem,
+                                                         const Sm90BwdArgs& args, int64_t chunk, int turn_of_block) {
+  dq.wait_full(st.stage, st.phase);
+  float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
+  if (args.dq_turn != nullptr) {  // deterministic: as dq_writer_block
+    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+    while (turn.load(cuda::memory_order_acquire) != turn_of_block) {
+    }
+    arch::fence_proxy_async_global();
+  }
+  const uint32_t stage = st.stage * Cfg::kQBytes;
+  arch::bulk_reduce_add_f32(dst, smem + Cfg::kSmemQ + stage, Cfg::kQBytes);
+  arch::bulk_reduce_add_f32(dst + Cfg::kQBytes / 4, smem + Cfg::kSmemDo + stage, Cfg::kQBytes);
+  arch::cp_async_bulk_commit_group();
+  arch::cp_async_bulk_wait_group_read0();
+  arch::mbarrier_arrive(ring.empty_bar(st.stage));
+  if (args.dq_turn != nullptr) {
+    arch::cp_async_bulk_wait_group0();
+    arch::fence_proxy_async_global();
+    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+    turn.store(turn_of_block + 1, cuda::memory_order_release);
+  }
+}
+
 }  // namespace flashattn::sm90

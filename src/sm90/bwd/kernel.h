@@ -26,7 +26,9 @@ namespace flashattn::sm90 {
 template <class Cfg>
 struct BwdBarriers {
   MbarRing<Cfg::kStages> ring;  // Q, dO, lse, dsum of one query block
-  MbarRing<1> dq;               // the dQ staging: full (8 MMA warps staged), empty (writer read it)
+  // The dQ staging: full (8 MMA warps staged), empty (writer read it); kDqInStage: one full
+  // barrier per ring stage (the staging is the stage itself).
+  MbarRing<Cfg::kDqInStage ? Cfg::kStages : 1> dq;
   uint64_t kv_full;             // K and V of the CTA's key block landed
 };
 
@@ -59,10 +61,14 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(bars.ring.full_bar(s), 1);
-      mbarrier_init(bars.ring.empty_bar(s), 4 * Cfg::kNumMmaWarpgroups);
+      // kDqInStage: the dQ writer releases a stage once it has read the dQ staged over it.
+      mbarrier_init(bars.ring.empty_bar(s), Cfg::kDqInStage ? 1 : 4 * Cfg::kNumMmaWarpgroups);
     }
-    mbarrier_init(bars.dq.full_bar(0), 4 * Cfg::kNumMmaWarpgroups);
-    mbarrier_init(bars.dq.empty_bar(0), 1);
+#pragma unroll
+    for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {
+      mbarrier_init(bars.dq.full_bar(s), 4 * Cfg::kNumMmaWarpgroups);
+      mbarrier_init(bars.dq.empty_bar(s), 1);
+    }
     mbarrier_init(smem_u32(&bars.kv_full), 1);
     fence_mbarrier_init();
   }
@@ -79,15 +85,29 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     if (threadIdx.x == 32 && !mr.empty()) {
       // The dQ writer walks the same blocks as the MMA warpgroups.
       uint32_t phase = 0;
+      PipelineState<Cfg::kStages> st;  // kDqInStage: the ring stage each block's dQ sits in
 #pragma unroll 1
       for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
         const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
 #pragma unroll 1
         for (int m = mr.lo; m < mr.hi; ++m) {
-          // This block's place in query block m's order of additions (deterministic mode).
-          const int turn = descending ? rule.n_block_range(m, Cfg::kBlockM, Cfg::kBlockN).hi - 1 - n_block : n_block;
-          dq_writer_block<Cfg>(bars.dq, phase, smem + Cfg::kSmemDq, args, chunk0 + m, turn);
-          phase ^= 1;
+          // This block's place in query block m's order of additions (deterministic mode):
+          // descending, n_block_range(m).hi - 1 - n_block, in 32-bit arithmetic (this thread
+          // has 24 registers; the 64-bit form spilled at D=256). m's last row, then the keys it
+          // sees (causal: last + sk - sq + 1, clamped), in key blocks.
+          int turn = n_block;
+          if (descending) {
+            const int last = m >= (args.sq - 1) / Cfg::kBlockM ? args.sq - 1 : m * Cfg::kBlockM + Cfg::kBlockM - 1;
+            const int keys = min(max(last + (args.sk - args.sq) + 1, 0), args.sk);
+            turn = (keys + Cfg::kBlockN - 1) / Cfg::kBlockN - 1 - n_block;
+          }
+          if constexpr (Cfg::kDqInStage) {
+            dq_writer_block_in_stage<Cfg>(bars.dq, bars.ring, st, smem, args, chunk0 + m, turn);
+            st.advance();
+          } else {
+            dq_writer_block<Cfg>(bars.dq, phase, smem + Cfg::kSmemDq, args, chunk0 + m, turn);
+            phase ^= 1;
+          }
         }
       }
       cp_async_bulk_wait_group0();  // the last reduction has read the staging (smem outlives it)
@@ -137,7 +157,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     mma.rdK[i] = 0.f;
     mma.rdV[i] = 0.f;
   }
-  const int key0 = n_block * Cfg::kBlockN + 64 * mma.wg;
+  const int key0 = n_block * Cfg::kBlockN + Cfg::kGroupKeys * mma.wg;
   if (!mr.empty()) {
     mbarrier_wait(smem_u32(&bars.kv_full), 0);
     PipelineState<Cfg::kStages> st;

@@ -11,7 +11,7 @@ namespace flashattn::detail {
 Status sm90_supports(const BwdParams& p) {
   if (sm90::bwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: no backward kernel for head dims " + std::to_string(p.d) + "/" +
-                                           std::to_string(p.d_v) + " (up to 128)"};
+                                           std::to_string(p.d_v) + " (up to 256)"};
   // TMA: non-innermost strides must be nonzero multiples of 16 bytes.
   const int64_t strides[] = {p.q.ss, p.q.sh, p.q.sb, p.k.ss, p.k.sh, p.k.sb,
                              p.v.ss, p.v.sh, p.v.sb, p.dout.ss, p.dout.sh, p.dout.sb};
@@ -29,8 +29,11 @@ Status sm90_supports(const BwdParams& p) {
 Status sm90_backward(const BwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == ElemType::kBFloat16;
   // As the forward: a smaller head dim runs on the covering kernel with zero-filled columns.
-  if (sm90::bwd_kernel_head_dim(p.d, p.d_v) == 64) return bf16 ? sm90::run_bwd<64, true>(p, stream) : sm90::run_bwd<64, false>(p, stream);
-  return bf16 ? sm90::run_bwd<128, true>(p, stream) : sm90::run_bwd<128, false>(p, stream);
+  switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
+    case 64: return bf16 ? sm90::run_bwd<64, true>(p, stream) : sm90::run_bwd<64, false>(p, stream);
+    case 128: return bf16 ? sm90::run_bwd<128, true>(p, stream) : sm90::run_bwd<128, false>(p, stream);
+    default: return bf16 ? sm90::run_bwd<256, true>(p, stream) : sm90::run_bwd<256, false>(p, stream);
+  }
 }
 
 }  // namespace flashattn::detail

@@ -54,11 +54,15 @@ struct BwdMma {
     }
   }
 
-  // acc += A(registers, 64 x kBlockM) * B(kBlockM x D, MN-major stage tile).
+  // acc += A(registers, 64 x kBlockM) * B(kBlockM x kAccN, MN-major stage tile from b_base).
   __device__ __forceinline__ static void gemm_acc(float (&acc)[kAcc], const uint32_t (&a)[kK][4], uint32_t b_base) {
     const uint64_t db = desc_mnmajor(b_base, Cfg::kQBoxBytes);
 #pragma unroll
-    for (int kk = 0; kk < kK; ++kk) arch::wgmma_rs_tnspb<Cfg::kHeadDim, Cfg::kBf16>(acc, a[kk], db + ((kk * 2048) >> 4), 1u);
+    for (int kk = 0; kk < kK; ++kk) arch::wgmma_rs_tnspb<Cfg::kAccN, Cfg::kBf16>(acc, a[kk], db + ((kk * 2048) >> 4), 1u);
+  }
+  // This group's dK / dV columns in a stage tile (kSplitD: its half's boxes).
+  __device__ __forceinline__ uint32_t acc_cols(uint32_t tile) const {
+    return Cfg::kSplitD ? tile + wg * (Cfg::kAccN / 64) * Cfg::kQBoxBytes : tile;
   }
 
   // P^T or dS^T as RS A fragments: k-step kk is accumulator pairs 8kk+2j, 8kk+2j+1.
@@ -71,34 +75,40 @@ struct BwdMma {
 
   // dS^T (this group's 64 key rows) into the swizzled MN-major tile dQ = dS K reads: element
   // (key n, query m) sits in box m / 64, row n, 16-byte chunk ((m % 64) / 8) ^ (n % 8).
+  // kSplitD: both groups hold the same 64 rows; each stores half of the query columns.
   __device__ __forceinline__ void store_ds(const uint32_t (&f)[kK][4], int buf) const {
     const int q4 = t & 3;
 #pragma unroll
-    for (int kk = 0; kk < kK; ++kk)
+    for (int kk = 0; kk < kK; ++kk) {
+      // A compile-time kk with a run-time test: f indexed by a run-time step would go to memory.
+      if (Cfg::kSplitD && kk / (kK / 2) != wg) continue;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int i = 8 * kk + 2 * j;  // accumulator index of the pair
-        const int n = 64 * wg + row_local() + 8 * ((i >> 1) & 1);
+        const int n = Cfg::kGroupKeys * wg + row_local() + 8 * ((i >> 1) & 1);
         const int m = 8 * (i >> 2) + 2 * q4;
         const uint32_t addr = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes + (m >> 6) * Cfg::kDsBoxBytes + n * 128 +
                               ((((m & 63) >> 3) ^ (n & 7)) << 4) + 4 * q4;
         arch::st_shared_b32(addr, f[kk][j]);
       }
+    }
   }
 
   // One query block: ring stage `st`, dS^T buffer `buf`. Ends with this group's dQ staged for
   // the dQ writer (full/empty barriers `dq`, one staging buffer).
-  template <MaskKind Kind>
+  // kDqInStage: dQ goes over this group's halves of the stage's Q and dO tiles, `dq` has one full
+  // barrier per stage and the dQ writer releases the stage (dq_phase unused).
+  template <MaskKind Kind, class DqRing>
   __device__ __forceinline__ void step(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int buf,
-                                       MbarRing<1>& dq, uint32_t dq_phase, int key0, int m0, bool need_mask,
+                                       DqRing& dq, uint32_t dq_phase, int key0, int m0, bool need_mask,
                                        const Sm90BwdArgs& args) {
     const uint32_t q_base = smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes;
     const uint32_t do_base = smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes;
     float rS[kS], rdP[kS];
     ring.wait_full(st.stage, st.phase);
     arch::wgmma_fence();
-    gemm_rows_t(rS, smem + Cfg::kSmemK + wg * 64 * 128, q_base);
-    gemm_rows_t(rdP, smem + Cfg::kSmemV + wg * 64 * 128, do_base);
+    gemm_rows_t(rS, smem + Cfg::kSmemK + Cfg::kGroupKeys * wg * 128, q_base);
+    gemm_rows_t(rdP, smem + Cfg::kSmemV + Cfg::kGroupKeys * wg * 128, do_base);
     arch::wgmma_commit_group();
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rS);
@@ -134,13 +144,24 @@ struct BwdMma {
     to_frags(rS, fP);
     to_frags(rdP, fdS);
     arch::wgmma_fence();
-    gemm_acc(rdV, fP, do_base);
-    gemm_acc(rdK, fdS, q_base);
+    gemm_acc(rdV, fP, acc_cols(do_base));
+    gemm_acc(rdK, fdS, acc_cols(q_base));
     arch::wgmma_commit_group();
     store_ds(fdS, buf);
     arch::fence_proxy_async_shared_cta();  // dS^T stores before the dQ wgmma reads them
     arch::named_barrier_sync<kBarBwdDsReady, 256>();
 
+    if constexpr (Cfg::kDqInStage) {
+      finish_dq_in_stage(st, buf, dq, fP, fdS);
+    } else {
+      finish_dq(ring, st, buf, dq, dq_phase, fP, fdS);
+    }
+  }
+
+  // dQ = dS K for this group's rows/columns, staged for the dQ writer in its own buffer.
+  template <class DqRing>
+  __device__ __forceinline__ void finish_dq(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int buf,
+                                            DqRing& dq, uint32_t dq_phase, uint32_t (&fP)[kK][4], uint32_t (&fdS)[kK][4]) {
     float rdQ[Cfg::kDqRegs];
     {
       const uint32_t ds = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes;
@@ -165,7 +186,6 @@ struct BwdMma {
     // happen before lane 0 releases the stage to the next bulk copy.
     __syncwarp();
     ring.release_warp(st.stage);
-
     // dQ to the staging once the writer's last reduction has read it; each warp then arrives.
     dq.wait_empty(0, dq_phase);
     float4* dq_stage = reinterpret_cast<float4*>(smem_gp + Cfg::kSmemDq);
@@ -177,6 +197,50 @@ struct BwdMma {
     if ((t & 31) == 0) arch::mbarrier_arrive(dq.full_bar(0));
   }
 
+  // kDqInStage: dQ in two 64-column passes (32 accumulators live, not 64), each staged over one
+  // of this group's halves of the stage once the first pass's wait has retired this group's
+  // dV/dK GEMMs (the readers of those halves; the other group reads only its own): the first
+  // pass's columns over Q's, the second's over dO's (16 KiB each). Each warp arrives on the
+  // stage's dQ barrier; the dQ writer releases the stage.
+  template <class DqRing>
+  __device__ __forceinline__ void finish_dq_in_stage(const PipelineState<Cfg::kStages>& st, int buf, DqRing& dq,
+                                                     uint32_t (&fP)[kK][4], uint32_t (&fdS)[kK][4]) {
+    static_assert(Cfg::kDqN == 128 && !Cfg::kDqSplitRows, "two passes of 64 columns");
+    const uint32_t ds = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes;
+    const uint64_t da = desc_mnmajor(ds, Cfg::kDsBoxBytes);
+    const uint32_t half = wg * (Cfg::kAccN / 64) * Cfg::kQBoxBytes;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      float rdQ[32];
+      const uint64_t db =
+          desc_mnmajor(smem + Cfg::kSmemK + (Cfg::dq_col0(wg) / 64 + pass) * Cfg::kKBoxBytes, Cfg::kKBoxBytes);
+      arch::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+        arch::wgmma_ss_tnspab<64, Cfg::kBf16>(rdQ, da + ((kk * 2048) >> 4), db + ((kk * 2048) >> 4), kk > 0 ? 1u : 0u);
+      arch::wgmma_commit_group();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rdQ);
+      if (pass == 0) {  // dV/dK retired with this wait: their operands may be reused from here
+        arch::reg_fence(rdV);
+        arch::reg_fence(rdK);
+#pragma unroll
+        for (int kk = 0; kk < kK; ++kk) {
+          arch::reg_fence(fP[kk]);
+          arch::reg_fence(fdS[kk]);
+        }
+      }
+      // Pass p's float4 i is accumulator float4 (2p + wg) * 8 + i (BwdConfig::dq_element).
+      float4* dst = reinterpret_cast<float4*>(smem_gp + (pass == 0 ? Cfg::kSmemQ : Cfg::kSmemDo) +
+                                              st.stage * Cfg::kQBytes + half);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[i * 128 + t] = make_float4(rdQ[4 * i], rdQ[4 * i + 1], rdQ[4 * i + 2], rdQ[4 * i + 3]);
+    }
+    arch::fence_proxy_async_shared_cta();
+    __syncwarp();  // every lane's lse/dsum reads and staging writes before lane 0 arrives
+    if ((t & 31) == 0) arch::mbarrier_arrive(dq.full_bar(st.stage));
+  }
+
   // dV and scale * dK of keys [key0, key0 + 64) to global (rows past sk are not written).
   template <class Elem>
   __device__ __forceinline__ void store_dkdv(const Sm90BwdArgs& args, int b, int hk, int key0) const {
@@ -186,7 +250,7 @@ struct BwdMma {
 #pragma unroll
     for (int i = 0; i < kAcc; i += 2) {
       const int key = key0 + row_local() + 8 * ((i >> 1) & 1);
-      const int d = 8 * (i >> 2) + 2 * q4;
+      const int d = (Cfg::kSplitD ? wg * Cfg::kAccN : 0) + 8 * (i >> 2) + 2 * q4;
       if (key < args.sk) {
         const int64_t ok = b * args.dk_sb + key * args.dk_ss + hk * args.dk_sh + d;
         const int64_t ov = b * args.dv_sb + key * args.dv_ss + hk * args.dv_sh + d;
