@@ -37,11 +37,14 @@ template <> __device__ float as_float<__half>(__half x) { return __half2float(x)
 template <> __device__ float as_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // Max |a - b| over a strided (B,S,H,D) view `a` and contiguous `b`; NaN counts as +inf.
-// Equal infinities (lse of fully masked rows) count as no error.
+// Equal infinities (lse of fully masked rows) count as no error. Also counts the elements that
+// differ at all (into *differ).
 template <typename T>
 __global__ void diff_kernel(const T* a, int64_t sb, int64_t ss, int64_t sh, const T* b,
-                            int64_t S, int64_t H, int64_t D, int64_t n, unsigned* out) {
+                            int64_t S, int64_t H, int64_t D, int64_t n, unsigned* out,
+                            unsigned long long* differ) {
   float mx = 0.f;
+  unsigned long long count = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t d = i % D, h = (i / D) % H, s = (i / (D * H)) % S, bb = i / (D * H * S);
@@ -49,8 +52,10 @@ __global__ void diff_kernel(const T* a, int64_t sb, int64_t ss, int64_t sh, cons
     float e = (x == y) ? 0.f : fabsf(x - y);
     if (isnan(e)) e = INFINITY;
     mx = fmaxf(mx, e);
+    count += e != 0.f;
   }
   atomicMax(out, __float_as_uint(mx));  // non-negative floats order like their bits
+  atomicAdd(differ, count);
 }
 
 template <typename T>
@@ -58,20 +63,29 @@ void launch_diff(const void* a, const int64_t* st, const void* b, const int64_t*
                  unsigned* out, cudaStream_t s) {
   const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
   diff_kernel<T><<<512, 256, 0, s>>>(static_cast<const T*>(a), st[0], st[1], st[2],
-                                     static_cast<const T*>(b), shape[1], shape[2], shape[3], n, out);
+                                     static_cast<const T*>(b), shape[1], shape[2], shape[3], n, out,
+                                     reinterpret_cast<unsigned long long*>(out + 2));
 }
 
+// scratch: 4 words (max bits, pad, 64-bit count). *differ_out (optional): the fraction of
+// elements that differ.
 double max_diff(const void* a, DType dt, const int64_t* strides, const void* b,
-                const int64_t* shape, unsigned* scratch, cudaStream_t s) {
-  cudaMemsetAsync(scratch, 0, sizeof(unsigned), s);
+                const int64_t* shape, unsigned* scratch, cudaStream_t s, double* differ_out = nullptr) {
+  cudaMemsetAsync(scratch, 0, 4 * sizeof(unsigned), s);
   if (dt == DType::kFloat16) launch_diff<__half>(a, strides, b, shape, scratch, s);
   else if (dt == DType::kBFloat16) launch_diff<__nv_bfloat16>(a, strides, b, shape, scratch, s);
   else launch_diff<float>(a, strides, b, shape, scratch, s);
-  unsigned bits = 0;
-  cudaMemcpyAsync(&bits, scratch, sizeof(bits), cudaMemcpyDeviceToHost, s);
+  unsigned words[4] = {0, 0, 0, 0};
+  cudaMemcpyAsync(words, scratch, sizeof(words), cudaMemcpyDeviceToHost, s);
   cudaStreamSynchronize(s);
   float f;
-  std::memcpy(&f, &bits, 4);
+  std::memcpy(&f, &words[0], 4);
+  if (differ_out != nullptr) {
+    unsigned long long count = 0;
+    std::memcpy(&count, &words[2], 8);
+    const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    *differ_out = n > 0 ? double(count) / double(n) : 0.0;
+  }
   return f;
 }
 
@@ -114,7 +128,7 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
   bool ok = cudaMalloc(&ref, n * 2) == cudaSuccess && cudaMalloc(&lowp, n * 2) == cudaSuccess &&
             cudaMalloc(&lse_ref, n_lse * 4) == cudaSuccess &&
             cudaMalloc(&lse_lowp, n_lse * 4) == cudaSuccess &&
-            cudaMalloc(&scratch, sizeof(unsigned)) == cudaSuccess;
+            cudaMalloc(&scratch, 4 * sizeof(unsigned)) == cudaSuccess;
   if (ok) {
     const TensorRef contig =
         make_contiguous(ref, q.dtype, out_shape[0], out_shape[1], out_shape[2], out_shape[3]);
@@ -127,8 +141,8 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
     ok = detail::reference_forward(pr, s).ok() && detail::reference_forward_lowp(pl, s).ok();
     if (ok) {
       const double atol = default_atol(q.dtype);
-      r.out_err = max_diff(args.out.data, q.dtype, args.out.stride, ref, out_shape, scratch, s);
-      r.out_lowp_err = max_diff(lowp, q.dtype, contig.stride, ref, out_shape, scratch, s);
+      r.out_err = max_diff(args.out.data, q.dtype, args.out.stride, ref, out_shape, scratch, s, &r.out_differ);
+      r.out_lowp_err = max_diff(lowp, q.dtype, contig.stride, ref, out_shape, scratch, s, &r.out_lowp_differ);
       r.out_bound = 2 * r.out_lowp_err + atol;
       r.pass = r.out_err <= r.out_bound;
       if (args.lse != nullptr) {

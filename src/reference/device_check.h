@@ -19,6 +19,9 @@ void poison(void* ptr, DType dt, int64_t n, cudaStream_t s);
 struct Report {
   bool pass = false;
   double out_err = 0, out_lowp_err = 0, out_bound = 0;
+  // Fractions of out's elements that differ from the fp32 reference (rounded to the dtype):
+  // finer than the max error, which the output's own rounding dominates.
+  double out_differ = 0, out_lowp_differ = 0;
   double lse_err = 0, lse_lowp_err = 0, lse_bound = 0;
   bool lse_checked = false;
   std::string message;  // empty on success; the reason otherwise

@@ -157,6 +157,7 @@ std::vector<KernelKey> library_keys(int d) {
   switch (d) {
     case 64: return to_vec(dispatchable_kernels<64>());
     case 128: return to_vec(dispatchable_kernels<128>());
+    case 192: return to_vec(dispatchable_kernels<192>());
     case 256: return to_vec(dispatchable_kernels<256>());
     default: return {};
   }

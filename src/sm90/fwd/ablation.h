@@ -17,6 +17,12 @@
 #ifndef FLASHATTN_SM90_ABL_COND_RESCALE
 #define FLASHATTN_SM90_ABL_COND_RESCALE -1
 #endif
+// Lazy rescaling's threshold (log2 units): the running max is raised only when a tile exceeds it
+// by more than this. 0 raises on every increase (P's largest value is then exactly 1, as without
+// lazy rescaling) and only skips the O rescale of warps whose rows kept their max.
+#ifndef FLASHATTN_SM90_ABL_RESCALE_THRESHOLD
+#define FLASHATTN_SM90_ABL_RESCALE_THRESHOLD 8.f
+#endif
 #ifndef FLASHATTN_SM90_ABL_TMA_STORE
 #define FLASHATTN_SM90_ABL_TMA_STORE 1
 #endif

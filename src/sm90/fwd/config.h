@@ -68,7 +68,7 @@ struct Sm90FwdConfig {
   // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its
   // rows moved its max. The final 1/sum and lse use the same (possibly stale) max as the sums.
   static constexpr bool kConditionalRescale = O.conditional_rescale;
-  static constexpr float kRescaleThreshold = 8.f;
+  static constexpr float kRescaleThreshold = FLASHATTN_SM90_ABL_RESCALE_THRESHOLD;
 
   // The next piece is claimed when the loader has issued all but this many key blocks of the
   // current one (scheduler.h, producer.h); -1: when the loader takes the current one. V17 chose 1
