@@ -37,8 +37,9 @@ struct BwdConfig {
 
   static constexpr int kNumMmaWarpgroups = 2;
   static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kMmaRegs = 240;
+  // D=64 (BlockM 128): the dQ writer thread needs more than 24 (its deterministic turn spilled).
+  static constexpr int kProducerRegs = kHeadDim == 64 ? 32 : 24;
+  static constexpr int kMmaRegs = kHeadDim == 64 ? 232 : 240;
   // setmaxnreg moves registers between the warpgroups of the CTA; it cannot grow the CTA's pool
   // beyond what the launch allocated (168 per thread under __launch_bounds__(384, 1)): a larger
   // sum makes setmaxnreg.inc wait forever (32 + 240 hung the kernel on the H200).
