@@ -37,6 +37,7 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // never written (the TMA store clips them; the direct store skips them).
   switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
     case 64: return bf16 ? sm90::run_fwd<64, true>(p, stream) : sm90::run_fwd<64, false>(p, stream);
+    case 96: return bf16 ? sm90::run_fwd<96, true>(p, stream) : sm90::run_fwd<96, false>(p, stream);
     case 128: return bf16 ? sm90::run_fwd<128, true>(p, stream) : sm90::run_fwd<128, false>(p, stream);
     case 192: return bf16 ? sm90::run_fwd<192, true>(p, stream) : sm90::run_fwd<192, false>(p, stream);
     default: return bf16 ? sm90::run_fwd<256, true>(p, stream) : sm90::run_fwd<256, false>(p, stream);

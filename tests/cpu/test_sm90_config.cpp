@@ -164,10 +164,11 @@ TEST(Sm90Config, KernelHeadDimCoversTheCall) {
       const int f = fwd_kernel_head_dim(d, dv), b = bwd_kernel_head_dim(d, dv);
       EXPECT_GE(f, m);
       // No instantiated forward head dim lies in [m, f): f is the smallest that covers.
-      for (int k : {64, 128, 192, 256}) EXPECT_FALSE(k >= m && k < f) << d << "/" << dv;
+      for (int k : {64, 96, 128, 192, 256}) EXPECT_FALSE(k >= m && k < f) << d << "/" << dv;
       EXPECT_EQ(b, m <= 64 ? 64 : m <= 128 ? 128 : 256) << d << "/" << dv;
     }
   EXPECT_EQ(fwd_kernel_head_dim(192, 128), 192);
-  EXPECT_EQ(fwd_kernel_head_dim(96, 96), 128);
+  EXPECT_EQ(fwd_kernel_head_dim(96, 96), 96);
+  EXPECT_EQ(fwd_kernel_head_dim(96, 128), 128);
   EXPECT_EQ(fwd_kernel_head_dim(8, 264), 0);
 }

@@ -44,7 +44,7 @@ void PrintTo(const HeadDimCase& c, std::ostream* os) { *os << name(c); }
 
 std::vector<HeadDimCase> cases() {
   std::vector<std::pair<int, int>> dims;
-  for (int d : {8, 24, 40, 72, 96, 136, 192, 200, 256}) dims.push_back({d, d});
+  for (int d : {8, 24, 40, 72, 80, 96, 112, 136, 160, 192, 200, 256}) dims.push_back({d, d});
   for (auto p : {std::pair{192, 128}, {64, 128}, {128, 64}, {40, 24}}) dims.push_back(p);
   std::vector<HeadDimCase> cs;
   for (auto [d, dv] : dims) {

@@ -14,6 +14,7 @@ namespace flashattn::sm90 {
 // Each flag is an ablation switch; what it does and why is said where Sm90FwdConfig reads it.
 struct Sm90FwdOptions {
   int head_dim = 128;
+  int qk_dim = 0;  // columns of Q and K the QK^T reads (0: head_dim); the rest are zero-filled
   int block_n = 128;
   int stages = 2;
   bool bf16 = true;
@@ -34,6 +35,11 @@ template <Sm90FwdOptions O>
 struct Sm90FwdConfig {
   static constexpr Sm90FwdOptions kOptions = O;
   static constexpr int kHeadDim = O.head_dim;
+  // QK^T's reduction length: a head dim of 96 runs the D=128 kernel's layout but skips the two
+  // k16 steps over the zero-filled columns 96..127 (PV keeps N = 128: a wgmma n96 over the
+  // 128B-swizzled V would need 1.5 swizzle atoms).
+  static constexpr int kQKDim = O.qk_dim > 0 ? O.qk_dim : O.head_dim;
+  static_assert(kQKDim % 16 == 0 && kQKDim <= kHeadDim);
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
   // hide under the others' GEMMs (ping-pong). Three (BlockM 192) for small D, where softmax
   // (MUFU) time is comparable to GEMM time and there are registers to spare.

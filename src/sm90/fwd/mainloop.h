@@ -53,7 +53,7 @@ struct Consumer {
     const uint64_t dq = desc_q(), dk = desc_k(stage);
     arch::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+    for (int kk = 0; kk < Cfg::kQKDim / 16; ++kk) {
       // k16 step: +32 B inside a 128 B swizzled row; every 4 steps, the next box.
       const uint64_t oa = ((kk / 4) * Cfg::kQBoxBytes + (kk % 4) * 32) >> 4;
       const uint64_t ob = ((kk / 4) * Cfg::kKVBoxBytes + (kk % 4) * 32) >> 4;

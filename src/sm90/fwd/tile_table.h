@@ -31,6 +31,12 @@ constexpr int causal_one_cta_per_tile_seqlen(int head_dim) { return head_dim == 
 // The entry for head dim `d`. Every non-causal entry takes the stream-K tail (stream_k.h):
 // causal tiles differ in cost and the dynamic longest-first scheduler balances them instead.
 constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_causal = false) {
+  if (d == 96) {
+    // Head dims 72..96: the D=128 configuration with QK^T over 96 columns (6 k16 steps, not 8).
+    Sm90FwdOptions o = tile_table(128, bf16, causal, short_causal);
+    o.qk_dim = 96;
+    return o;
+  }
   Sm90FwdOptions o{.head_dim = d, .bf16 = bf16, .stream_k = !causal,
                    .mask = causal ? MaskKind::kCausal : MaskKind::kNone};
   if (d == 64) {
