@@ -59,7 +59,7 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
     // Q 48 KiB + 4 x 42 KiB = 216 KiB (BlockN 128 would need 240). O is 96 f32 per thread, S 56.
     // No room for a second Q slot or an O buffer: O is staged in the Q slot. Split loops as
     // D=256; no conditional rescale (V20, as D=256).
-    o.block_n = 112;
+    o.block_n = FLASHATTN_SM90_ABL_D192_BLOCKN;
     o.split_masked_loop = true;
   } else if (d == 256) {
     // BlockN 80, 2 stages: Q 64 KiB + 4 x 40 KiB = 224 KiB; O alone is 128 f32 per thread, so S
