@@ -23,18 +23,20 @@ struct SmemTile {
 // Copies a (kRows, kHeadDim) tile from global memory (row stride `row_stride` elements) into
 // shared memory with cp.async; rows >= rows_valid are zero-filled and never read (padded kernels:
 // see kColPred and the col_valid form of thread_src for the chunks past the tensor's head dim).
-// Thread t owns chunk (t % kChunksPerRow) of rows t / kChunksPerRow + i * kRowsPerPass.
+// Thread t owns chunk (t % kChunksPerRow) of rows t / kChunksPerRow + i * kRowsPerPass; the
+// mapping (idle threads, a partial last pass, the pass height under StridedLoads) is
+// swz::LoaderMap's, host-callable so tests/cpu can check that it covers the tile exactly once.
 template <class Cfg, int kRows>
 struct TileLoader {
+  using Map = swz::LoaderMap<Cfg::kThreads, Cfg::kChunksPerRow, kRows, Cfg::kStridedLoads>;
   static constexpr int kChunks = Cfg::kChunksPerRow;
-  static constexpr int kRowsPerPass = Cfg::kThreads / kChunks;
-  static constexpr int kPasses = kRows / kRowsPerPass;
-  static_assert(Cfg::kThreads % kChunks == 0 && kRows % kRowsPerPass == 0, "loader mapping");
+  static constexpr int kRowsPerPass = Map::kRowsPerPass;
+  static constexpr int kPasses = Map::kPasses;
 
   int row0;   // first row of this thread
   int chunk;  // this thread's 16-B chunk within a row
 
-  __device__ __forceinline__ explicit TileLoader(int tid) : row0(tid / kChunks), chunk(tid % kChunks) {}
+  __device__ __forceinline__ explicit TileLoader(int tid) : row0(Map::row0(tid)), chunk(Map::chunk(tid)) {}
 
   // This thread's chunk holds columns below `cols` (a multiple of 8): the col_valid of the loads.
   __device__ __forceinline__ bool chunk_below(int cols) const { return chunk * 8 < cols; }
@@ -59,9 +61,11 @@ struct TileLoader {
   // StridedLoads: loads the tile *below* the one whose pass 0 `src` points at (tiles are walked
   // from the last key block down), leaving `src` at the new tile's pass 0. Passes go from the
   // last to the first so each takes one 64-bit subtract of `pass_bytes` (kRowsPerPass rows of
-  // gmem) and no multiply; smem offsets are `smem_off` plus constants (swizzle.h). kPredicated:
-  // rows >= rows_valid are zero-filled (their source is `fallback`, any mapped address); only
-  // the last key block can be partial, so every other tile takes the unpredicated form.
+  // gmem) and no multiply (hence whole passes: kRowsPerPass divides kRows, LoaderMap; idle
+  // threads step `src` too but copy nothing); smem offsets are `smem_off` plus constants
+  // (swizzle.h). kPredicated: rows >= rows_valid are zero-filled (their source is `fallback`,
+  // any mapped address); only the last key block can be partial, so every other tile takes the
+  // unpredicated form.
   // kColPred (padded kernels): every pass is also zero-filled when !col_valid (this thread's
   // chunk is at or past the tensor's head dim); `src` must then come from the col_valid form of
   // thread_src, so it stays a mapped address inside full tiles.
@@ -69,10 +73,12 @@ struct TileLoader {
   __device__ __forceinline__ void load_strided(uint32_t smem_base, uint32_t smem_off, uint64_t& src,
                                                uint64_t pass_bytes, int rows_valid, const void* fallback,
                                                bool col_valid = true) const {
+    static_assert(!Map::kPartialLastPass, "the strided walk steps by whole passes");
     const int rows_left = rows_valid - row0;  // pass i is valid iff i * kRowsPerPass < rows_left
 #pragma unroll
     for (int i = kPasses - 1; i >= 0; --i) {
       src -= pass_bytes;
+      if (!Map::copies(row0, i)) continue;  // an idle thread (never, when none idle)
       const uint32_t dst =
           smem_base + swz::pass_offset<SmemTile<Cfg>::kRowBytes, Cfg::kSwizzle, kRowsPerPass>(smem_off, row0, chunk, i);
       if constexpr (kPredicated) {
@@ -95,7 +101,10 @@ struct TileLoader {
     const Elem* src = gmem + static_cast<int64_t>(row0) * row_stride + chunk * 8;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
-      const int row = row0 + i * kRowsPerPass;
+      // Idle threads, and rows of a partial last pass past the tile, copy nothing (constant
+      // false when neither arises).
+      if (!Map::copies(row0, i)) continue;
+      const int row = Map::row(row0, i);
       bool valid = row < rows_valid;
       if constexpr (kColPred) valid = valid && col_valid;
       // Invalid rows copy nothing but still name a mapped address (row 0 of the tile).

@@ -49,4 +49,44 @@ FLASHATTN_HOST_DEVICE constexpr uint32_t pass_offset(uint32_t first_pass_offset,
   }
 }
 
+// The cp.async loader's mapping of a (kRows, kChunks 16-B chunks) tile onto kThreads threads
+// (smem_tile.h TileLoader). Thread t owns chunk t % kChunks, the same in every pass (so a padded
+// kernel's per-thread column predicate holds for all its loads), of rows
+// t / kChunks + i * kRowsPerPass, i < kPasses. kRowsPerPass is kThreads / kChunks (floor);
+// threads at or past kRowsPerPass * kChunks copy nothing (kIdleThreads: a 192-wide row has 24
+// chunks), and when kRowsPerPass does not divide kRows the last pass copies only the rows below
+// kRows (kPartialLastPass). kWholePasses (the StridedLoads walk, which steps a source pointer by
+// whole passes and needs kRows / kRowsPerPass of them per tile) takes the largest divisor of
+// kRows not above kThreads / kChunks instead, idling more threads. When kThreads is a multiple
+// of kChunks and the pass height divides kRows (every head dim but 192) neither case arises and
+// copies() is the constant true.
+template <int kThreads, int kChunks, int kRows, bool kWholePasses>
+struct LoaderMap {
+  static_assert(kChunks >= 1 && kThreads >= kChunks, "loader mapping: a row needs one thread per 16-B chunk");
+  static_assert(kRows >= 1, "empty tile");
+  static constexpr int kMaxRowsPerPass = kThreads / kChunks;
+  static constexpr int largest_divisor_at_most(int n, int cap) {
+    int d = cap < n ? cap : n;
+    while (n % d != 0) --d;
+    return d;
+  }
+  static constexpr int kRowsPerPass = kWholePasses ? largest_divisor_at_most(kRows, kMaxRowsPerPass) : kMaxRowsPerPass;
+  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static constexpr int kLastPassRows = kRows - (kPasses - 1) * kRowsPerPass;  // in (0, kRowsPerPass]
+  static constexpr bool kIdleThreads = kRowsPerPass * kChunks < kThreads;
+  static constexpr bool kPartialLastPass = kLastPassRows < kRowsPerPass;
+
+  FLASHATTN_HOST_DEVICE static constexpr int row0(int tid) { return tid / kChunks; }
+  FLASHATTN_HOST_DEVICE static constexpr int chunk(int tid) { return tid % kChunks; }
+  // Row of pass i of the thread whose first row is row0.
+  FLASHATTN_HOST_DEVICE static constexpr int row(int row0, int i) { return row0 + i * kRowsPerPass; }
+  // Whether that thread copies pass i: it is not idle, and the row lies inside the tile.
+  FLASHATTN_HOST_DEVICE static constexpr bool copies([[maybe_unused]] int row0, [[maybe_unused]] int i) {
+    bool c = true;
+    if constexpr (kIdleThreads) c = c && row0 < kRowsPerPass;
+    if constexpr (kPartialLastPass) c = c && (i < kPasses - 1 || row0 < kLastPassRows);
+    return c;
+  }
+};
+
 }  // namespace flashattn::sm80::swz

@@ -1,11 +1,13 @@
 // The sm80 kernel's fragment and tile layouts, no GPU: the precomputed shared-memory addressing
 // (sm80/swizzle.h) against the plain swizzle, for every (row, chunk) the ldmatrix fragments and
-// the cp.async passes touch; and the S-fragment masking and key-block bounds (sm80/mask.h)
+// the cp.async passes touch; the loader's thread-to-(row, chunk) mapping (every chunk of a tile
+// exactly once, idle threads and partial last passes included); and the S-fragment masking and key-block bounds (sm80/mask.h)
 // against common/mask.h's rule for every lane of every warp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,72 @@ TEST(Sm80Swizzle, PassOffsetsMatchSwizzle) {
   check_passes<256, true, 4, 32>();   // 128 threads: rows/pass % 8 != 0, generic path
   check_passes<256, true, 8, 16>();   // 256 threads
   check_passes<128, false, 8, 16>();
+}
+
+// The cp.async loader mapping (swz::LoaderMap, used by TileLoader): over every thread and pass
+// it copies, each (row, chunk) of the (kRows, kHeadDim) tile exactly once, never a row >= kRows
+// (nor, so, a byte past the tile), each thread always its own chunk tid % kChunks (the padded
+// kernels' column predicate); its swizzled smem offsets (pass_offset from the thread's first
+// one, as load_strided forms them) match chunk_offset; under kWholePasses the passes tile the
+// rows exactly (the strided walk moves a source pointer one tile per kPasses steps).
+template <int kHeadDim, int kThreads, int kRows, bool kWholePasses>
+void check_loader_map(bool expect_idle, bool expect_partial) {
+  using Map = swz::LoaderMap<kThreads, kHeadDim / 8, kRows, kWholePasses>;
+  constexpr int kChunks = kHeadDim / 8, kRowBytes = kHeadDim * 2;
+  const std::string what = "D " + std::to_string(kHeadDim) + " threads " + std::to_string(kThreads) + " rows " +
+                           std::to_string(kRows) + (kWholePasses ? " whole passes" : "");
+  EXPECT_EQ(Map::kIdleThreads, expect_idle) << what;
+  EXPECT_EQ(Map::kPartialLastPass, expect_partial) << what;
+  EXPECT_LE(Map::kRowsPerPass, kThreads / kChunks) << what;
+  if (kWholePasses) {
+    EXPECT_EQ(Map::kPasses * Map::kRowsPerPass, kRows) << what;
+  }
+  std::vector<int> hits(kRows * kChunks, 0);
+  int copies = 0;
+  for (int tid = 0; tid < kThreads; ++tid) {
+    const int row0 = Map::row0(tid), chunk = Map::chunk(tid);
+    ASSERT_EQ(chunk, tid % kChunks) << what;
+    const uint32_t first = swz::chunk_offset<kRowBytes, true>(row0, chunk);
+    for (int i = 0; i < Map::kPasses; ++i) {
+      if (!Map::copies(row0, i)) continue;
+      const int row = Map::row(row0, i);
+      ASSERT_GE(row, 0) << what;
+      ASSERT_LT(row, kRows) << what << " tid " << tid << " pass " << i;
+      const uint32_t off = swz::pass_offset<kRowBytes, true, Map::kRowsPerPass>(first, row0, chunk, i);
+      ASSERT_EQ(off, (swz::chunk_offset<kRowBytes, true>(row, chunk))) << what << " tid " << tid << " pass " << i;
+      ASSERT_LT(off, uint32_t(kRows * kRowBytes)) << what;
+      ++hits[row * kChunks + chunk];
+      ++copies;
+    }
+  }
+  EXPECT_EQ(copies, kRows * kChunks) << what;
+  for (int row = 0; row < kRows; ++row)
+    for (int c = 0; c < kChunks; ++c) ASSERT_EQ(hits[row * kChunks + c], 1) << what << " row " << row << " chunk " << c;
+}
+
+TEST(Sm80Loader, MappingCoversEachTileChunkOnce) {
+  // D = 192 (24 chunks a row). 8 warps: 10 rows a pass (16 threads idle), the last of 13 (7)
+  // passes 8 (4) rows; whole passes (StridedLoads) take 8 rows (64 threads idle).
+  check_loader_map<192, 256, 128, false>(true, true);
+  check_loader_map<192, 256, 64, false>(true, true);
+  check_loader_map<192, 256, 128, true>(true, false);
+  check_loader_map<192, 256, 64, true>(true, false);
+  // 4 warps: 5 rows a pass (8 threads idle); whole passes 4 (32 idle).
+  check_loader_map<192, 128, 64, false>(true, true);
+  check_loader_map<192, 128, 128, false>(true, true);
+  check_loader_map<192, 128, 64, true>(true, false);
+  check_loader_map<192, 128, 128, true>(true, false);
+  // 6 warps (today's default 96x64): 8 rows a pass, nobody idle, nothing partial.
+  check_loader_map<192, 192, 96, false>(false, false);
+  check_loader_map<192, 192, 64, true>(false, false);
+  // Head dims 64..256 with 4 and 8 warps: neither case, so copies() is the constant true (and the
+  // kernels' code unchanged).
+  check_loader_map<64, 128, 128, true>(false, false);
+  check_loader_map<64, 256, 64, true>(false, false);
+  check_loader_map<128, 128, 64, true>(false, false);
+  check_loader_map<128, 256, 128, false>(false, false);
+  check_loader_map<256, 128, 64, true>(false, false);
+  check_loader_map<256, 256, 32, true>(false, false);
 }
 
 // The kernel's use of sm80/mask.h for a (kBM, kBN, kWarps) tile: the key blocks it visits

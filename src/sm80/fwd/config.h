@@ -83,9 +83,10 @@ struct Sm80FwdConfig {
                 "FragSlice must divide the k16 steps");
   static_assert(kKStepsQK % kSliceQK == 0, "FragSlice must divide the QK k16 steps");
   static_assert(!(kRfDoubleBuffer && kFragSlice == 0), "RF double buffering needs a k-slice");
-  static_assert((kBlockM * kChunksPerRow) % kThreads == 0 && (kBlockN * kChunksPerRow) % kThreads == 0,
-                "tile loads must split evenly over threads");
-  static_assert(kThreads % kChunksPerRow == 0 || kChunksPerRow % kThreads == 0, "loader mapping");
+  // Tile loads (swz::LoaderMap): one thread per 16-B chunk of a row, kThreads / kChunksPerRow
+  // rows per pass; threads past a whole number of rows idle and a last pass may be partial
+  // (D=192: 24 chunks), so the tiles need not split evenly over the threads.
+  static_assert(kThreads >= kChunksPerRow, "loader mapping: a row needs one thread per 16-B chunk");
   static_assert(kSmemBytes <= kSmemLimitSm90, "shared memory budget exceeded (227 KB)");
   // PrecomputedSwizzle XORs the chunk bits of full shared-window addresses (swizzle.h): every
   // tile must start 128-B aligned (the smem window itself is declared __align__(128)).
