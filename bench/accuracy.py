@@ -1,6 +1,7 @@
 """Forward accuracy against fp64, ours next to cuDNN's and FA2's on the same inputs.
 
   python3 bench/accuracy.py [--dims 64,128,256] [--seqlens 256,512,800] [--trials 2]
+                            [--backend auto|sm90|sm80|reference]
   Inputs are seeded per shape, so two runs with different FLASHATTN_LIBRARY builds see the
   same tensors (an A/B of a numerics change); cuDNN's and FA2's columns repeat exactly.
 
@@ -44,6 +45,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--trials", type=int, default=2, help="fresh inputs per shape")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--backend", default="auto", choices=["auto", "sm90", "sm80", "reference"])
     ap.add_argument("--max-ratio", type=float, default=0.0, help="fail if ours/cuDNN exceeds this")
     a = ap.parse_args()
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -59,7 +61,7 @@ def main():
                                for _ in range(3))
                     q, k, v = q.to(dt), k.to(dt), v.to(dt)
                     ref = reference(q, k, v, a.causal)
-                    errs = {"ours": flashattn.flash_attn_func(q, k, v, causal=a.causal)}
+                    errs = {"ours": flashattn.flash_attn_func(q, k, v, causal=a.causal, backend=a.backend)}
                     for impl, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
                         try:
                             errs[impl] = sdpa(q, k, v, a.causal, be)
