@@ -1,5 +1,6 @@
-// Ablation variants of the sm80 kernel (head dim 128, fp16 only): each flips one flag of the
-// base configuration, plus the "everything off" kernel. Built into flashattn-sm80-tune only.
+// Ablation variants of the sm80 kernel (fp16 only): at head dim 128 each flips one flag of the
+// base configuration, plus the "everything off" kernel; a head dim 192 group compares the tile
+// loader's two pass heights. Built into flashattn-sm80-tune only.
 #include "sm80/fwd/launch.h"
 
 namespace flashattn::sm80 {
@@ -41,6 +42,16 @@ std::span<const KernelEntry> ablation_kernels() {
            .precomputed_swizzle = true}),
       ABL({.head_dim = 128, .block_m = 128, .block_n = 64, .warps = 4, .rf_double_buffer = true,
            .strided_loads = false, .lazy_rescale = false}),
+      // Head dim 192, the loader mapping (swz::LoaderMap; 24 16-B chunks a row): with StridedLoads
+      // the pass height divides the tile (8 warps: 8 rows a pass, 64 threads idle; 4 warps: 4
+      // rows, 32 idle), without it it is threads / 24 (10 rows, 16 idle, a partial last pass; 5
+      // rows, 8 idle). 6 warps (the default 96x64): 8 rows either way, none idle.
+      ABL({.head_dim = 192, .block_m = 128, .block_n = 64, .warps = 8}),
+      ABL({.head_dim = 192, .block_m = 128, .block_n = 64, .warps = 8, .strided_loads = false}),
+      ABL({.head_dim = 192, .block_m = 64, .block_n = 64, .warps = 4}),
+      ABL({.head_dim = 192, .block_m = 64, .block_n = 64, .warps = 4, .strided_loads = false}),
+      ABL({.head_dim = 192, .block_m = 96, .block_n = 64, .warps = 6}),
+      ABL({.head_dim = 192, .block_m = 96, .block_n = 64, .warps = 6, .strided_loads = false}),
   };
   return k;
 }

@@ -1,8 +1,9 @@
 // flashattn-sm80-tune: correctness sweep, ablation timing, auto-tuning and a timing grid for the
 // sm80 kernel family. Modes (any combination, run in this order):
 //   --check      every candidate and library (and ablation) kernel against the GPU reference on
-//                awkward shapes, and the public entry point
-//   --ablation   times the ablation variants (head dim 128, fp16)
+//                awkward shapes, and the public entry point; the padded library kernels also on
+//                head dims below their kernel head dim (40, 72, 136, 200, and q/k 192 with v 128)
+//   --ablation   times the ablation variants (head dims 128 and 192, fp16)
 //   --tune FILE  times every correct candidate per (dtype, head dim, causal) at each seqlen of the
 //                standard grid and writes the winners as tuned_table.inc (the whole file), one row
 //                per run of seqlen buckets with the same winner, for this device's sm
@@ -15,19 +16,23 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "api/backends.h"
 #include "api/validate.h"
 #include "reference/device_check.h"
 #include "sm80/registry.h"
+#include "sm80/tuned_table.h"
 
 namespace flashattn::sm80 {
 std::span<const KernelEntry> ablation_kernels();
 std::span<const KernelEntry> candidate_kernels_d64();
 std::span<const KernelEntry> candidate_kernels_d128();
+std::span<const KernelEntry> candidate_kernels_d192();
 std::span<const KernelEntry> candidate_kernels_d256();
 }
 
@@ -42,15 +47,21 @@ struct Shape {
   int b, sq, sk, hq, hkv, d;
   bool causal;
   DType dt;
+  int dv = 0;  // v/out head dim; 0: d
+  int d_v() const { return dv > 0 ? dv : d; }
 };
+
+// The head dims every mode walks: the family's kernel head dims (sm80/tuned_table.h).
+constexpr int kHeadDims[] = {64, 128, 192, 256};
 
 const char* dtype_name(DType dt) { return dt == DType::kBFloat16 ? "bf16" : "fp16"; }
 
 std::string str(const Shape& s) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d d%d %s %s", s.b, s.sq, s.sk, s.hq, s.hkv, s.d,
-                s.causal ? "causal" : "full", dtype_name(s.dt));
-  return buf;
+  std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d d%d", s.b, s.sq, s.sk, s.hq, s.hkv, s.d);
+  std::string r = buf;
+  if (s.d_v() != s.d) r += " dv" + std::to_string(s.d_v());
+  return r + (s.causal ? " causal " : " full ") + dtype_name(s.dt);
 }
 
 // Device tensors for one shape, freshly randomized (offset mean) and outputs poisoned.
@@ -64,17 +75,18 @@ struct Problem {
 
   explicit Problem(const Shape& sh, uint64_t seed) : s(sh) {
     const int64_t nq = int64_t(s.b) * s.sq * s.hq * s.d, nk = int64_t(s.b) * s.sk * s.hkv * s.d;
+    const int64_t nv = int64_t(s.b) * s.sk * s.hkv * s.d_v(), no = int64_t(s.b) * s.sq * s.hq * s.d_v();
     ok = cudaMalloc(&q, nq * 2) == cudaSuccess && cudaMalloc(&k, nk * 2) == cudaSuccess &&
-         cudaMalloc(&v, nk * 2) == cudaSuccess && cudaMalloc(&o, nq * 2) == cudaSuccess &&
+         cudaMalloc(&v, nv * 2) == cudaSuccess && cudaMalloc(&o, no * 2) == cudaSuccess &&
          cudaMalloc(&lse, int64_t(s.b) * s.hq * s.sq * 4) == cudaSuccess;
     if (!ok) return;
     check::fill_random(q, s.dt, nq, seed * 3 + 1, 0.3f, 1.0f, nullptr);
     check::fill_random(k, s.dt, nk, seed * 3 + 2, 0.2f, 1.0f, nullptr);
-    check::fill_random(v, s.dt, nk, seed * 3 + 3, -0.4f, 1.5f, nullptr);
+    check::fill_random(v, s.dt, nv, seed * 3 + 3, -0.4f, 1.5f, nullptr);
     args.q = make_contiguous(q, s.dt, s.b, s.sq, s.hq, s.d);
     args.k = make_contiguous(k, s.dt, s.b, s.sk, s.hkv, s.d);
-    args.v = make_contiguous(v, s.dt, s.b, s.sk, s.hkv, s.d);
-    args.out = make_contiguous(o, s.dt, s.b, s.sq, s.hq, s.d);
+    args.v = make_contiguous(v, s.dt, s.b, s.sk, s.hkv, s.d_v());
+    args.out = make_contiguous(o, s.dt, s.b, s.sq, s.hq, s.d_v());
     args.lse = lse;
     args.causal = s.causal;
     args.backend = Backend::kSm80;
@@ -85,7 +97,7 @@ struct Problem {
     cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse);
   }
   void poison() {
-    check::poison(o, s.dt, int64_t(s.b) * s.sq * s.hq * s.d, nullptr);
+    check::poison(o, s.dt, int64_t(s.b) * s.sq * s.hq * s.d_v(), nullptr);
     check::poison(lse, DType::kFloat32, int64_t(s.b) * s.hq * s.sq, nullptr);
   }
 };
@@ -95,19 +107,21 @@ ElemType elem(DType d) { return d == DType::kBFloat16 ? ElemType::kBFloat16 : El
 // The tuning candidates (tools/tune/candidate_kernels_d*.cu), compiled into this executable.
 std::vector<const KernelEntry*> candidates() {
   std::vector<const KernelEntry*> v;
-  for (auto s : {sm80::candidate_kernels_d64(), sm80::candidate_kernels_d128(), sm80::candidate_kernels_d256()})
+  for (auto s : {sm80::candidate_kernels_d64(), sm80::candidate_kernels_d128(), sm80::candidate_kernels_d192(),
+                 sm80::candidate_kernels_d256()})
     for (const KernelEntry& e : s) v.push_back(&e);
   return v;
 }
 
 // The candidates, then the library's kernels that are not among them (a hand-edited table may
-// name one), then with_ablation the ablation variants.
+// name one; every padded twin, since no candidate is padded), then with_ablation the ablation
+// variants.
 std::vector<const KernelEntry*> check_kernels(bool with_ablation) {
   std::vector<const KernelEntry*> v = candidates();
   const std::size_t n_cand = v.size();
   for (const KernelEntry& e : sm80::library_kernels()) {
     const bool known = std::any_of(v.begin(), v.begin() + n_cand, [&](const KernelEntry* c) {
-      return c->options == e.options && c->dtype == e.dtype;
+      return c->options == e.options && c->dtype == e.dtype && c->padded == e.padded;
     });
     if (!known) v.push_back(&e);
   }
@@ -140,32 +154,44 @@ double time_ms(F&& fn, int warmup = 3, int iters = 10) {
   return t[iters / 2];
 }
 
-std::vector<Shape> check_shapes(int d, DType dt) {
+std::vector<Shape> check_shapes(int d, int dv, DType dt) {
   std::vector<Shape> v;
   for (bool c : {false, true}) {
-    v.push_back({1, 1, 1, 2, 2, d, c, dt});
-    v.push_back({2, 17, 17, 4, 2, d, c, dt});
-    v.push_back({1, 113, 113, 3, 1, d, c, dt});
-    v.push_back({2, 1000, 1000, 2, 2, d, c, dt});
-    v.push_back({1, 113, 1000, 4, 4, d, c, dt});   // sq < sk
-    v.push_back({1, 1000, 113, 2, 1, d, c, dt});   // sq > sk: causal rows fully masked
-    v.push_back({1, 17, 4097, 2, 2, d, c, dt});
-    v.push_back({1, 4097, 4097, 1, 1, d, c, dt});
-    v.push_back({3, 256, 256, 6, 2, d, c, dt});    // full tiles, GQA 3
+    v.push_back({1, 1, 1, 2, 2, d, c, dt, dv});
+    v.push_back({2, 17, 17, 4, 2, d, c, dt, dv});
+    v.push_back({1, 113, 113, 3, 1, d, c, dt, dv});
+    v.push_back({2, 1000, 1000, 2, 2, d, c, dt, dv});
+    v.push_back({1, 113, 1000, 4, 4, d, c, dt, dv});   // sq < sk
+    v.push_back({1, 1000, 113, 2, 1, d, c, dt, dv});   // sq > sk: causal rows fully masked
+    v.push_back({1, 17, 4097, 2, 2, d, c, dt, dv});
+    v.push_back({1, 4097, 4097, 1, 1, d, c, dt, dv});
+    v.push_back({3, 256, 256, 6, 2, d, c, dt, dv});    // full tiles, GQA 3
   }
   return v;
 }
+
+// Whether entry e serves calls of head dims (d, dv): an unpadded kernel only its own head dim,
+// a padded one any pair whose kernel head dim is its own (sm80::kernel_head_dim).
+bool serves(const KernelEntry& e, int d, int dv) {
+  if (e.padded) return sm80::kernel_head_dim(d, dv) == e.options.head_dim;
+  return d == e.options.head_dim && dv == e.options.head_dim;
+}
+
+// The (d, d_v) pairs --check runs: every kernel head dim, then head dims the padded kernels
+// serve (one below each kernel head dim, and v narrower than q/k).
+constexpr std::pair<int, int> kCheckDims[] = {{64, 64}, {128, 128}, {192, 192}, {256, 256}, {40, 40},
+                                              {72, 72},  {136, 136}, {200, 200}, {192, 128}};
 
 int run_check(bool with_ablation) {
   int fails = 0, runs = 0;
   uint64_t seed = 1;
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
-    for (int d : {64, 128, 256}) {
-      for (const Shape& s : check_shapes(d, dt)) {
+    for (auto [d, dv] : kCheckDims) {
+      for (const Shape& s : check_shapes(d, dv, dt)) {
         Problem pr(s, seed++);
         if (!pr.ok) { std::printf("FAIL setup %s\n", str(s).c_str()); ++fails; continue; }
         for (const KernelEntry* e : check_kernels(with_ablation)) {
-          if (e->options.head_dim != d || e->dtype != elem(dt)) continue;
+          if (!serves(*e, d, dv) || e->dtype != elem(dt)) continue;
           if (e->launch_for(sm80::mask_kind(s.causal)) == nullptr) continue;
           pr.poison();
           Status st = sm80::launch_entry(*e, pr.p, nullptr);
@@ -198,14 +224,18 @@ int run_check(bool with_ablation) {
 }
 
 int run_ablation() {
-  std::printf("ablation (H=16 D=128 fp16, median ms / TFLOPS)\n");
+  std::printf("ablation (H=2048/D, fp16, median ms / TFLOPS)\n");
   for (bool causal : {false, true}) {
     for (int seq : {1024, 4096, 16384}) {
-      const Shape s{16384 / seq, seq, seq, 16, 16, 128, causal, DType::kFloat16};
-      Problem pr(s, 7);
+      // One problem per head dim of the variants (128, and 192 for the loader-mapping group).
+      std::map<int, std::unique_ptr<Problem>> pr;
       for (const auto& e : sm80::ablation_kernels()) {
+        const int d = e.options.head_dim;
+        const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, DType::kFloat16};
+        auto& p = pr[d];
+        if (!p) p = std::make_unique<Problem>(s, 7);
         Status st = Status::Ok();
-        const double ms = time_ms([&] { st = sm80::launch_entry(e, pr.p, nullptr); });
+        const double ms = time_ms([&] { st = sm80::launch_entry(e, p->p, nullptr); });
         std::printf("ablation,%s,%d,%s,%.4f,%.1f,%s\n", causal ? "causal" : "full", seq, e.name().c_str(), ms,
                     flops(s) / ms / 1e9, st.ok() ? "" : st.message().c_str());
       }
@@ -250,7 +280,7 @@ int run_tune(const std::string& path) {
          "// max_seqlen 0); adjacent buckets with the same winner share one row.\n";
   std::printf("tune,dtype,d,causal,seqlen,kernel,ms\n");
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
-    for (int d : {64, 128, 256}) {
+    for (int d : kHeadDims) {
       for (bool causal : {false, true}) {
         // Correctness gate on an awkward shape first.
         std::vector<const KernelEntry*> cands;
@@ -323,7 +353,7 @@ int run_grid() {
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
-    for (int d : {64, 128, 256}) {
+    for (int d : kHeadDims) {
       for (bool causal : {false, true}) {
         for (int seq : kTuneSeqlens) {
           const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt};
