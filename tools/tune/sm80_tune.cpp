@@ -8,9 +8,13 @@
 //                standard grid and writes the winners as tuned_table.inc (the whole file), one row
 //                per run of seqlen buckets with the same winner, for this device's sm
 //   --grid       times sm80_forward (tuned dispatch) on the standard grid, CSV to stdout
+//   --dims LIST  (e.g. 192 or 128,192) limits --check, --tune and --grid to these kernel head dims
+//                (--check: the (d, d_v) pairs they serve); --tune then keeps the compiled-in
+//                table's rows of every other head dim and device, so FILE is still the whole table
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -51,8 +55,11 @@ struct Shape {
   int d_v() const { return dv > 0 ? dv : d; }
 };
 
-// The head dims every mode walks: the family's kernel head dims (sm80/tuned_table.h).
-constexpr int kHeadDims[] = {64, 128, 192, 256};
+// The head dims every mode walks: the family's kernel head dims (sm80/tuned_table.h), or those
+// --dims names.
+std::vector<int> g_dims = {64, 128, 192, 256};
+bool g_dims_given = false;
+bool in_dims(int d) { return std::find(g_dims.begin(), g_dims.end(), d) != g_dims.end(); }
 
 const char* dtype_name(DType dt) { return dt == DType::kBFloat16 ? "bf16" : "fp16"; }
 
@@ -187,6 +194,7 @@ int run_check(bool with_ablation) {
   uint64_t seed = 1;
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     for (auto [d, dv] : kCheckDims) {
+      if (!in_dims(sm80::kernel_head_dim(d, dv))) continue;
       for (const Shape& s : check_shapes(d, dv, dt)) {
         Problem pr(s, seed++);
         if (!pr.ok) { std::printf("FAIL setup %s\n", str(s).c_str()); ++fails; continue; }
@@ -280,7 +288,7 @@ int run_tune(const std::string& path) {
          "// max_seqlen 0); adjacent buckets with the same winner share one row.\n";
   std::printf("tune,dtype,d,causal,seqlen,kernel,ms\n");
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
-    for (int d : kHeadDims) {
+    for (int d : g_dims) {
       for (bool causal : {false, true}) {
         // Correctness gate on an awkward shape first.
         std::vector<const KernelEntry*> cands;
@@ -343,6 +351,20 @@ int run_tune(const std::string& path) {
       }
     }
   }
+  // --dims: the compiled-in table's rows this run did not re-tune (other head dims, or other
+  // devices), unchanged.
+  if (g_dims_given) {
+    for (const sm80::TunedRow& r : sm80::kTunedRows) {
+      if (r.sm == sm && in_dims(r.head_dim)) continue;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s)  // kept from the previous table\n",
+                    r.sm, r.dtype == ElemType::kBFloat16 ? "kBFloat16" : "kFloat16", r.head_dim,
+                    r.causal ? "true" : "false", r.max_seqlen, r.block_m, r.block_n, r.warps, r.frag_slice,
+                    r.q_in_regs ? "true" : "false", r.rf_double_buffer ? "true" : "false");
+      out << buf;
+    }
+  }
   return out.good() ? 0 : 1;
 }
 
@@ -353,7 +375,7 @@ int run_grid() {
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
-    for (int d : kHeadDims) {
+    for (int d : g_dims) {
       for (bool causal : {false, true}) {
         for (int seq : kTuneSeqlens) {
           const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, dt};
@@ -383,9 +405,24 @@ int main(int argc, char** argv) {
     else if (a == "--check-ablation") check = abl_check = true;
     else if (a == "--ablation") ablation = true;
     else if (a == "--grid") grid = true;
+    else if (a == "--dims" && i + 1 < argc) {
+      g_dims.clear();
+      g_dims_given = true;
+      const std::string list = argv[++i];
+      for (std::size_t pos = 0; pos <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        const int d = std::atoi(list.substr(pos, comma - pos).c_str());
+        if (d != 64 && d != 128 && d != 192 && d != 256) {
+          std::fprintf(stderr, "--dims: %s is not a kernel head dim (64, 128, 192, 256)\n", list.c_str());
+          return 2;
+        }
+        g_dims.push_back(d);
+        pos = comma + 1;
+      }
+    }
     else if (a == "--tune" && i + 1 < argc) tune = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid] [--dims LIST]\n", argv[0]);
       return 2;
     }
   }
