@@ -1,0 +1,90 @@
+#include "reference/cpu_reference_inference.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "reference/cpu_reference.h"
+
+namespace flashattn::ref {
+namespace {
+
+int value_dim(int d, int dv) { return dv > 0 ? dv : d; }
+
+}  // namespace
+
+void attention_varlen_fp64(const VarlenProblem& pr, const int32_t* cu_q, const int32_t* cu_k,
+                           const double* q, const double* k, const double* v, double* out,
+                           double* lse) {
+  const int dv = value_dim(pr.d, pr.dv);
+  const int64_t total_q = cu_q[pr.b];
+  std::vector<double> seq_lse;
+  for (int i = 0; i < pr.b; ++i) {
+    const int64_t q0 = cu_q[i], k0 = cu_k[i];
+    Problem one;
+    one.b = 1;
+    one.sq = static_cast<int>(cu_q[i + 1] - q0);
+    one.sk = static_cast<int>(cu_k[i + 1] - k0);
+    one.hq = pr.hq;
+    one.hkv = pr.hkv;
+    one.d = pr.d;
+    one.dv = dv;
+    one.causal = pr.causal;
+    one.scale = pr.scale;
+    if (one.sq == 0) continue;
+    // A sequence's rows are contiguous in the packed tensors: a (1, S, H, width) tensor each.
+    seq_lse.assign(static_cast<size_t>(pr.hq) * one.sq, 0.0);
+    attention_fp64(one, q + q0 * pr.hq * pr.d, k + k0 * pr.hkv * pr.d, v + k0 * pr.hkv * dv,
+                   out + q0 * pr.hq * dv, seq_lse.data());
+    if (lse != nullptr)
+      for (int h = 0; h < pr.hq; ++h)
+        std::copy_n(seq_lse.begin() + static_cast<int64_t>(h) * one.sq, one.sq, lse + h * total_q + q0);
+  }
+}
+
+void attention_kvcache_fp64(const KvCacheProblem& pr, const int32_t* cache_seqlens,
+                            const int32_t* block_table, double* k_cache, double* v_cache,
+                            const double* k_new, const double* v_new, const double* q,
+                            double* out, double* lse) {
+  const int dv = value_dim(pr.d, pr.dv);
+  // Row of key j of sequence b in the cache's (rows, Hkv, width) storage.
+  auto cache_row = [&](int b, int64_t j) -> int64_t {
+    if (pr.page_size == 0) return static_cast<int64_t>(b) * pr.s_cache + j;
+    const int64_t page = block_table[static_cast<int64_t>(b) * pr.max_pages + j / pr.page_size];
+    return page * pr.page_size + j % pr.page_size;
+  };
+  std::vector<double> kd, vd;
+  for (int b = 0; b < pr.b; ++b) {
+    const int64_t len0 = cache_seqlens[b];
+    for (int j = 0; j < pr.s_new; ++j) {  // the append
+      const int64_t row = cache_row(b, len0 + j);
+      const int64_t src = static_cast<int64_t>(b) * pr.s_new + j;
+      std::copy_n(k_new + src * pr.hkv * pr.d, pr.hkv * pr.d, k_cache + row * pr.hkv * pr.d);
+      std::copy_n(v_new + src * pr.hkv * dv, pr.hkv * dv, v_cache + row * pr.hkv * dv);
+    }
+    // The visible keys gathered densely: nothing past them is read.
+    const int64_t len = len0 + pr.s_new;
+    kd.resize(static_cast<size_t>(len) * pr.hkv * pr.d);
+    vd.resize(static_cast<size_t>(len) * pr.hkv * dv);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t row = cache_row(b, j);
+      std::copy_n(k_cache + row * pr.hkv * pr.d, pr.hkv * pr.d, kd.begin() + j * pr.hkv * pr.d);
+      std::copy_n(v_cache + row * pr.hkv * dv, pr.hkv * dv, vd.begin() + j * pr.hkv * dv);
+    }
+    Problem one;
+    one.b = 1;
+    one.sq = pr.sq;
+    one.sk = static_cast<int>(len);
+    one.hq = pr.hq;
+    one.hkv = pr.hkv;
+    one.d = pr.d;
+    one.dv = dv;
+    one.causal = pr.causal;
+    one.scale = pr.scale;
+    const int64_t q_rows = static_cast<int64_t>(b) * pr.sq;
+    attention_fp64(one, q + q_rows * pr.hq * pr.d, kd.data(), vd.data(), out + q_rows * pr.hq * dv,
+                   lse != nullptr ? lse + static_cast<int64_t>(b) * pr.hq * pr.sq : nullptr);
+  }
+}
+
+}  // namespace flashattn::ref
