@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "flashattn/flashattn.h"
+
 namespace flashattn::ref {
 
 // Packed rows: q (total_q, Hq, D), k (total_k, Hkv, D), v (total_k, Hkv, Dv), out
@@ -20,6 +22,9 @@ struct VarlenProblem {
 void attention_varlen_fp64(const VarlenProblem& pr, const int32_t* cu_q, const int32_t* cu_k,
                            const double* q, const double* k, const double* v, double* out,
                            double* lse);
+// The same in the input precision (attention_lowp per sequence): the rule's yardstick. No lse.
+void attention_varlen_lowp(const VarlenProblem& pr, DType dtype, const int32_t* cu_q, const int32_t* cu_k,
+                           const double* q, const double* k, const double* v, double* out);
 
 // A KV cache of B sequences. Contiguous (page_size == 0): k_cache (B, s_cache, Hkv, D), v_cache
 // (B, s_cache, Hkv, Dv). Paged (page_size > 0): (num_pages, page_size, Hkv, D or Dv), and key j
@@ -43,5 +48,9 @@ void attention_kvcache_fp64(const KvCacheProblem& pr, const int32_t* cache_seqle
                             const int32_t* block_table, double* k_cache, double* v_cache,
                             const double* k_new, const double* v_new, const double* q,
                             double* out, double* lse);
+// The same in the input precision (attention_lowp per sequence, after the same append). No lse.
+void attention_kvcache_lowp(const KvCacheProblem& pr, DType dtype, const int32_t* cache_seqlens,
+                            const int32_t* block_table, double* k_cache, double* v_cache,
+                            const double* k_new, const double* v_new, const double* q, double* out);
 
 }  // namespace flashattn::ref

@@ -233,3 +233,42 @@ TEST(ReferenceInference, PagedCacheEqualsContiguous) {
       EXPECT_EQ(l1, l2) << "page " << page;
     }
 }
+
+// The input-precision forms (the rule's yardstick): close to fp64, and really rounded.
+TEST(ReferenceInference, LowPrecisionFormsRoundButStayClose) {
+  const std::vector<int32_t> lq = {7, 0, 1, 30}, lk = {9, 4, 1, 30};
+  std::vector<int32_t> cu_q(5, 0), cu_k(5, 0);
+  std::partial_sum(lq.begin(), lq.end(), cu_q.begin() + 1);
+  std::partial_sum(lk.begin(), lk.end(), cu_k.begin() + 1);
+  ref::VarlenProblem pr;
+  pr.b = 4;
+  pr.hq = 4;
+  pr.hkv = 2;
+  pr.d = 16;
+  pr.dv = 8;
+  pr.causal = true;
+  const auto q = random_vec(static_cast<size_t>(cu_q[4]) * pr.hq * pr.d, 3);
+  const auto k = random_vec(static_cast<size_t>(cu_k[4]) * pr.hkv * pr.d, 4);
+  const auto v = random_vec(static_cast<size_t>(cu_k[4]) * pr.hkv * pr.dv, 5);
+  std::vector<double> exact(static_cast<size_t>(cu_q[4]) * pr.hq * pr.dv), low(exact.size());
+  ref::attention_varlen_fp64(pr, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(), exact.data(), nullptr);
+  ref::attention_varlen_lowp(pr, DType::kBFloat16, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(), low.data());
+  double err = 0;
+  for (size_t i = 0; i < exact.size(); ++i) err = std::max(err, std::fabs(exact[i] - low[i]));
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(err, 2e-2);
+
+  for (int page : {0, 16}) {
+    CacheSetup a = make_cache({0, 5, 37}, 1, 1, page, true, 21), b = make_cache({0, 5, 37}, 1, 1, page, true, 21);
+    std::vector<double> o64(static_cast<size_t>(a.pr.b) * a.pr.hq * a.pr.dv), olow(o64.size());
+    ref::attention_kvcache_fp64(a.pr, a.seqlens.data(), page ? a.table.data() : nullptr, a.kc.data(), a.vc.data(),
+                                a.kn.data(), a.vn.data(), a.q.data(), o64.data(), nullptr);
+    ref::attention_kvcache_lowp(b.pr, DType::kFloat16, b.seqlens.data(), page ? b.table.data() : nullptr,
+                                b.kc.data(), b.vc.data(), b.kn.data(), b.vn.data(), b.q.data(), olow.data());
+    double e = 0;
+    for (size_t i = 0; i < o64.size(); ++i) e = std::max(e, std::fabs(o64[i] - olow[i]));
+    EXPECT_GT(e, 0.0) << "page " << page;
+    EXPECT_LT(e, 5e-3) << "page " << page;
+    for (double x : olow) EXPECT_FALSE(std::isnan(x));
+  }
+}
