@@ -9,6 +9,7 @@
 #include <span>
 #include <utility>
 
+#include "common/head_dim.h"
 #include "common/params.h"
 #include "sm80/fwd/config.h"
 #include "sm80/tuned_select.h"
@@ -39,14 +40,7 @@ inline constexpr int kHeadDims[] = {64, 128, 192, 256};
 // The kernel head dim of a call with q/k head dim d and v/out head dim d_v: the smallest
 // instantiated head dim >= max(d, d_v); 0 when none is (above 256) or a head dim is not positive.
 // The tuned table's rows of that head dim serve the call.
-constexpr int kernel_head_dim(int d, int d_v) {
-  if (d <= 0 || d_v <= 0) return 0;
-  const int need = d > d_v ? d : d_v;
-  for (int k : kHeadDims) {
-    if (k >= need) return k;
-  }
-  return 0;
-}
+constexpr int kernel_head_dim(int d, int d_v) { return covering_head_dim(kHeadDims, d, d_v); }
 
 // A call needs the padded kernels (Sm80FwdPadded) when a head dim differs from its kernel's.
 constexpr bool needs_padding(int d, int d_v) {

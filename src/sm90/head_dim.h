@@ -1,19 +1,16 @@
-// Which instantiated head dim serves a call: the smallest one covering both q/k's (d) and
-// v's (dv). Plain C++ (CPU-testable).
+// Which instantiated sm90 head dim serves a call (common/head_dim.h). Plain C++ (CPU-testable).
 #pragma once
+
+#include "common/head_dim.h"
 
 namespace flashattn::sm90 {
 
-// Forward kernels: 64, 96 (the 128 layout, QK^T over 96 columns), 128, 192, 256. 0: none covers it.
-constexpr int fwd_kernel_head_dim(int d, int dv) {
-  const int m = d > dv ? d : dv;
-  return m <= 0 ? 0 : m <= 64 ? 64 : m <= 96 ? 96 : m <= 128 ? 128 : m <= 192 ? 192 : m <= 256 ? 256 : 0;
-}
+// Forward kernels; 96 is the 128 layout with QK^T over 96 columns.
+inline constexpr int kFwdHeadDims[] = {64, 96, 128, 192, 256};
+// Backward kernels.
+inline constexpr int kBwdHeadDims[] = {64, 128, 256};
 
-// Backward kernels: 64, 128, 256. 0: none covers it.
-constexpr int bwd_kernel_head_dim(int d, int dv) {
-  const int m = d > dv ? d : dv;
-  return m <= 0 ? 0 : m <= 64 ? 64 : m <= 128 ? 128 : m <= 256 ? 256 : 0;
-}
+constexpr int fwd_kernel_head_dim(int d, int dv) { return covering_head_dim(kFwdHeadDims, d, dv); }
+constexpr int bwd_kernel_head_dim(int d, int dv) { return covering_head_dim(kBwdHeadDims, d, dv); }
 
 }  // namespace flashattn::sm90
