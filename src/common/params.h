@@ -54,7 +54,42 @@ struct AttnParams {
 
 struct FwdParams : AttnParams {
   Tensor4 o;             // (B, Sq, Hq, Dv), q's dtype
+  float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null; varlen: (Hq, total_q)
+
+  // Varlen (packed) batches: q, o are (1, total_q, H, D) and k, v (1, total_k, Hkv, D) views
+  // (sb unused); sequence i owns rows [cu_q[i], cu_q[i+1]) of q/o and [cu_k[i], cu_k[i+1]) of
+  // k/v (device int32, B + 1 entries). b is the number of sequences, sq / sk the caller's
+  // max_seqlen_q / max_seqlen_k (bounds of every sequence's length: kernels clamp to them and
+  // to total_q / total_k, so bad offsets cannot move a write outside o or lse).
+  const int* cu_q = nullptr;
+  const int* cu_k = nullptr;
+  int total_q = 0, total_k = 0;
+  bool varlen() const { return cu_q != nullptr; }
+};
+
+// A KV-cache call (flash_attn_with_kvcache): append k_new / v_new into the cache in place at
+// each sequence's cache_seqlens, then attention of q over the first cache_seqlens + s_new keys.
+// The AttnParams part describes the attention: q (B, Sq, Hq, D); k, v the caches: contiguous
+// (B, s_cache, Hkv, D|Dv) views, or paged (num_pages, page_size, Hkv, D|Dv) views whose sb is
+// the page stride; sk = the largest possible key count (contiguous: s_cache; paged:
+// max_pages * page_size). Keys at or past a sequence's cache_seqlens + s_new are never read.
+struct KvCacheParams : AttnParams {
+  Tensor4 k_cache, v_cache;        // the same memory as k, v, writable (for the append)
+  ConstTensor4 k_new, v_new;       // (B, s_new, Hkv, D|Dv); ptr null when s_new == 0
+  int s_new = 0;
+  const int* cache_seqlens = nullptr;  // (B,) device int32, or null: every sequence has cache_seqlen
+  int cache_seqlen = 0;
+  // Paged: block_table (B, max_pages) device int32 row-major (row stride block_table_stride);
+  // key j of sequence b is row j % page_size of page block_table[b][j / page_size].
+  const int* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int page_size = 0;  // 0: contiguous
+  int max_pages = 0;
+  int num_pages = 0;  // pages in the pool (page indices outside [0, num_pages) are never touched)
+  Tensor4 o;             // (B, Sq, Hq, Dv), q's dtype
   float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null
+  int num_splits = 0;    // key splits per (sequence, KV head); 0: heuristic
+  bool paged() const { return block_table != nullptr; }
 };
 
 struct BwdParams : AttnParams {
