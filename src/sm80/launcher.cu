@@ -46,6 +46,16 @@ const KernelEntry* tuned_kernel(const TunedRow& r, bool padded) {
   return resolved[static_cast<std::size_t>(&r - kTunedRows.data())][padded];
 }
 
+// The library's varlen kernel of kernel head dim hd (its default configuration, padded: every
+// d, d_v it covers) for dt and the mask kind of `causal`.
+const KernelEntry* find_varlen_kernel(int hd, ElemType dt, bool causal) {
+  const Sm80FwdOptions o = sm80::default_options(hd);
+  for (const KernelEntry& e : sm80::library_varlen_kernels()) {
+    if (e.dtype == dt && e.options == o) return e.launch_for(sm80::mask_kind(causal)) ? &e : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 // The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner):
@@ -55,6 +65,7 @@ const KernelEntry* tuned_kernel(const TunedRow& r, bool padded) {
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
   const int hd = sm80::kernel_head_dim(p.d, p.d_v);
   if (hd == 0) return nullptr;
+  if (p.varlen()) return find_varlen_kernel(hd, p.dtype, p.causal);
   const bool padded = sm80::needs_padding(p.d, p.d_v);
   const TunedRow* r = sm80::select_tuned_row(
       kTunedRows, sm, p.dtype, hd, p.causal, p.sq, p.sk,
@@ -69,8 +80,12 @@ bool sm80_built() { return true; }
 // (src/api/backends.h): only what the sm80 kernels add is checked here. Head dims: validation
 // admits multiples of 8 in [8, 256] for d and d_v, and every such pair runs, on the smallest
 // instantiated head dim covering both (padded where one differs from it); only a pair above the
-// largest kernel would be refused.
+// largest kernel would be refused. Varlen (packed) calls run on the kernel head dim's varlen
+// kernel, under the same head-dim, dtype and grid limits (batch: the number of sequences).
 Status sm80_supports(const FwdParams& p) {
+  if (p.varlen() && p.cu_k == nullptr) {
+    return {StatusCode::kNotSupported, "backend sm80: a varlen call needs both cu_seqlens_q and cu_seqlens_k"};
+  }
   if (sm80::kernel_head_dim(p.d, p.d_v) == 0) {
     return {StatusCode::kNotSupported, "backend sm80: head dims d=" + std::to_string(p.d) + ", d_v=" +
                                            std::to_string(p.d_v) + " not served (multiples of 8 from 8 to 256)"};

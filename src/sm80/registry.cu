@@ -18,6 +18,10 @@ std::span<const KernelEntry> kernels_d64_padded();
 std::span<const KernelEntry> kernels_d128_padded();
 std::span<const KernelEntry> kernels_d192_padded();
 std::span<const KernelEntry> kernels_d256_padded();
+std::span<const KernelEntry> kernels_d64_varlen();
+std::span<const KernelEntry> kernels_d128_varlen();
+std::span<const KernelEntry> kernels_d192_varlen();
+std::span<const KernelEntry> kernels_d256_varlen();
 
 std::span<const KernelEntry> library_kernels() {
   static const std::vector<KernelEntry> all = [] {
@@ -30,14 +34,24 @@ std::span<const KernelEntry> library_kernels() {
   return all;
 }
 
+std::span<const KernelEntry> library_varlen_kernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> v;
+    for (auto s : {kernels_d64_varlen(), kernels_d128_varlen(), kernels_d192_varlen(), kernels_d256_varlen()})
+      v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }();
+  return all;
+}
+
 std::string KernelEntry::name() const {
   const Sm80FwdOptions& o = options;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
                 o.warps, o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "",
                 o.swizzle ? "" : "_nosw", o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded",
                 o.precomputed_swizzle ? "_psw" : "", o.strided_loads ? "" : "_nostrided",
-                o.lazy_rescale ? "" : "_nolazyresc", padded ? "_pad" : "",
+                o.lazy_rescale ? "" : "_nolazyresc", padded ? "_pad" : "", varlen ? "_varlen" : "",
                 dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }
@@ -56,6 +70,10 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
   if (e.padded ? (p.d > hd || p.d_v > hd) : (p.d != hd || p.d_v != hd)) {
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve head dims d=" +
                                            std::to_string(p.d) + ", d_v=" + std::to_string(p.d_v)};
+  }
+  if (e.varlen != p.varlen()) {
+    return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve " +
+                                           (p.varlen() ? "varlen (packed) calls" : "dense calls")};
   }
   const LaunchFn launch = e.launch_for(mask_kind(p.causal));
   if (launch == nullptr) {

@@ -30,21 +30,30 @@ struct KernelEntry {
   // The Sm80FwdPadded kernels (fwd/config.h): they serve any head dims d, d_v up to
   // options.head_dim (the unpadded ones only d == d_v == options.head_dim).
   bool padded = false;
+  // The Sm80FwdVarlen kernels (fwd/config.h): they serve packed variable-length batches
+  // (FwdParams::varlen()) and nothing else; listed by varlen_kernels(), not library_kernels().
+  bool varlen = false;
 
   LaunchFn launch_for(MaskKind kind) const { return launch[static_cast<int>(kind)]; }
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
   // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
   // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on, "_pad"
-  // for the padded kernels.
+  // for the padded kernels, "_varlen" for the varlen ones.
   std::string name() const;
 };
 
-// Kernels built into the library: those dispatch can pick (sm80/tuned_table.h).
+// Kernels built into the library for dense calls: those dispatch can pick (sm80/tuned_table.h).
 std::span<const KernelEntry> library_kernels();
 
+// Kernels built into the library for varlen calls: one padded kernel per kernel head dim and
+// dtype, both masks, in the head dim's default configuration (sm80/tuned_table.h
+// varlen_kernels).
+std::span<const KernelEntry> library_varlen_kernels();
+
 // Launches entry `e`'s kernel of p's mask kind for `p` (checks that it is instantiated, that it
-// serves p's head dims, and the shared-memory opt-in limit of the current device).
+// serves p's head dims and its layout (dense or varlen), and the shared-memory opt-in limit of
+// the current device).
 Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80
@@ -54,5 +63,6 @@ namespace flashattn::detail {
 // the tuned table's row of the kernel head dim (sm80::kernel_head_dim(d, d_v)) for the call's
 // sequence-length bucket (max(Sq, Sk); sm80/tuned_select.h), else that head dim's default; the
 // padded twin when d or d_v is below the kernel head dim. Null if none is instantiated.
+// Varlen calls (p.varlen()) take the kernel head dim's varlen kernel (no tuned rows).
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm);
 }  // namespace flashattn::detail

@@ -72,6 +72,7 @@ struct KernelKey {
   detail::ElemType dtype;
   bool mask_none = true, mask_causal = true;
   bool padded = false;
+  bool varlen = false;  // the Sm80FwdVarlen kernels (packed batches)
   constexpr bool operator==(const KernelKey&) const = default;
 };
 
@@ -130,6 +131,18 @@ constexpr auto dispatchable_kernels() {
     out[2 * i] = {c.options, detail::ElemType::kFloat16, c.mask_none, c.mask_causal, kPadded};
     out[2 * i + 1] = {c.options, detail::ElemType::kBFloat16, c.mask_none, c.mask_causal, kPadded};
   }
+  return out;
+}
+
+// The varlen kernels of head dim D (fwd/instantiations/fwd_d*_varlen.cu): the default
+// configuration only (no tuned rows: a packed batch has no one sequence length to bucket), padded
+// (so one kernel serves every d, d_v whose kernel head dim is D), both masks, fp16 then bf16.
+// Kept to one configuration since each adds four kernels to the library's size.
+template <int D>
+constexpr auto varlen_kernels() {
+  std::array<KernelKey, 2> out{};
+  out[0] = {default_options(D), detail::ElemType::kFloat16, true, true, true, true};
+  out[1] = {default_options(D), detail::ElemType::kBFloat16, true, true, true, true};
   return out;
 }
 

@@ -51,6 +51,8 @@ struct Sm80FwdConfig {
   static constexpr bool kLazyRescale = O.lazy_rescale;
   // Serves only calls whose head dims are kHeadDim (Sm80FwdPadded below serves the others).
   static constexpr bool kPadded = false;
+  // Dense (B, S, H, D) batches; Sm80FwdVarlen below serves packed variable-length ones.
+  static constexpr bool kVarlen = false;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
@@ -107,6 +109,27 @@ template <class Cfg>
 struct Sm80FwdPadded : Cfg {
   static_assert(!Cfg::kPadded, "already padded");
   static constexpr bool kPadded = true;
+};
+
+// The varlen kernel of configuration Cfg: packed variable-length batches (detail::FwdParams
+// with cu_q / cu_k). One CTA per (query block of max_seqlen_q, q head, sequence); each CTA reads
+// its sequence's offsets and lengths (clamped: fwd/kernel.h), exits at once when its block starts
+// past the sequence's queries, and otherwise runs the dense mainloop with the sequence's lengths
+// as the mask's and its first rows as the tensors' origin. Its parameter block is
+// Sm80FwdVarlenArgs (fwd/kernel_args.h). A type of its own like Sm80FwdPadded, so the dense
+// kernels keep their code: every varlen branch is `if constexpr (Cfg::kVarlen)`. The library
+// wraps padded configurations only (one kernel per head dim, dtype and mask serves every d, d_v).
+// The sequence's two lengths (q, k) sit in 8 bytes of shared memory past the tiles, read at each
+// use in the main loop: in registers through it they made the register-bound shapes spill (d256
+// 64x64 causal: 40 B, d128 128x64: 4 B with CUDA 13.0), where the dense kernels read the call's
+// lengths from the parameter bank.
+template <class Cfg>
+struct Sm80FwdVarlen : Cfg {
+  static_assert(!Cfg::kVarlen, "already varlen");
+  static constexpr bool kVarlen = true;
+  static constexpr int kSmemLengths = Cfg::kSmemBytes;  // byte offset of int[2] {len_q, len_k}
+  static constexpr int kSmemBytes = Cfg::kSmemBytes + 16;
+  static_assert(kSmemBytes <= Cfg::kSmemLimitSm90, "shared memory budget exceeded (227 KB)");
 };
 
 }  // namespace flashattn::sm80

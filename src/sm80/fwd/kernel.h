@@ -26,9 +26,36 @@
 namespace flashattn::sm80 {
 
 
-// Kind: the mask, compile-time (a non-causal kernel carries no causal code).
+// One sequence of a packed (varlen) batch, clamped so that no offset can move an access outside
+// the tensors: its first q / k row in [0, total], its lengths in [0, max length] and
+// first row + length <= total (a bad offset shortens or empties the sequence instead).
+struct VarlenSeq {
+  int64_t q0, k0;  // first row in the packed q / o (k / v)
+  int len_q, len_k;
+};
+
+// Rows [start, start + length) of sequence i under offsets cu: clamped as above.
+__device__ __forceinline__ int varlen_rows(const int* cu, int i, int total, int max_len, int64_t& start) {
+  const int64_t lo = cu[i], hi = cu[i + 1];
+  const int64_t tot = total > 0 ? total : 0;
+  start = lo < 0 ? 0 : (lo > tot ? tot : lo);
+  int64_t len = hi - lo;
+  if (len > max_len) len = max_len;
+  if (len > tot - start) len = tot - start;
+  return len > 0 ? static_cast<int>(len) : 0;
+}
+
+__device__ __forceinline__ VarlenSeq varlen_sequence(const Sm80FwdVarlenArgs& p, int i) {
+  VarlenSeq s;
+  s.len_q = varlen_rows(p.cu_q, i, p.total_q, p.sq, s.q0);
+  s.len_k = varlen_rows(p.cu_k, i, p.total_k, p.sk, s.k0);
+  return s;
+}
+
+// Kind: the mask, compile-time (a non-causal kernel carries no causal code). Cfg::kVarlen: a
+// packed batch (Sm80FwdVarlen, fwd/config.h), one sequence per blockIdx.z.
 template <class Cfg, class Elem, MaskKind Kind>
-__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgs p) {
+__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgsOf<Cfg> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
   constexpr int kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;
@@ -46,18 +73,70 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   const int m0 = m_block * kBM;
   const int warp_row0 = warp * Cfg::kWarpRows;
 
-  const Elem* gQ = static_cast<const Elem*>(p.q) + batch * p.q_sb + m0 * p.q_ss + head * p.q_sh;
-  const Elem* gK = static_cast<const Elem*>(p.k) + batch * p.k_sb + kv_head * p.k_sh;
-  const Elem* gV = static_cast<const Elem*>(p.v) + batch * p.v_sb + kv_head * p.v_sh;
-  Elem* gO = static_cast<Elem*>(p.o) + batch * p.o_sb + m0 * p.o_ss + head * p.o_sh;
-  float* gLse = p.lse ? p.lse + (static_cast<int64_t>(batch) * p.hq + head) * p.sq + m0 : nullptr;
-  const int rows_valid = min(kBM, p.sq - m0);
+  // The lengths the mask and the loads see: the call's (dense) or the sequence's (varlen), and
+  // the tensors from row 0 of this block (q, o), of this batch or sequence (k, v).
+  // (Dense: assigned below in the order the kernel always had, so its PTX stays the same.)
+  int seq_q, seq_k;
+  const Elem *gQ, *gK, *gV;
+  Elem* gO;
+  float* gLse;
+  // Varlen: o / lse of this block from the sequence's first q row, computed where they are
+  // written (from a second read of cu_q) rather than held in registers through the main loop.
+  [[maybe_unused]] auto varlen_out = [&] {
+    if constexpr (Cfg::kVarlen) {
+      const int64_t q0 = varlen_sequence(p, batch).q0 + m0;
+      gO = static_cast<Elem*>(p.o) + q0 * p.o_ss + head * p.o_sh;
+      gLse = p.lse ? p.lse + static_cast<int64_t>(head) * p.total_q + q0 : nullptr;
+    }
+  };
+  if constexpr (Cfg::kVarlen) {
+    // Packed rows: batch strides unused; a sequence's rows past its length belong to the next
+    // one, so every tile load below predicates rows on seq_q / seq_k (zero-fill, no read).
+    const VarlenSeq seq = varlen_sequence(p, batch);
+    if (m0 >= seq.len_q) return;  // past this sequence's queries (also: a zero-length one)
+    seq_q = seq.len_q;
+    seq_k = seq.len_k;
+    if (tid == 0) *reinterpret_cast<int2*>(smem + Cfg::kSmemLengths) = make_int2(seq_q, seq_k);
+    __syncthreads();  // the main loop reads the lengths from there (lengths() below)
+    gQ = static_cast<const Elem*>(p.q) + (seq.q0 + m0) * p.q_ss + head * p.q_sh;
+    gK = static_cast<const Elem*>(p.k) + seq.k0 * p.k_ss + kv_head * p.k_sh;
+    gV = static_cast<const Elem*>(p.v) + seq.k0 * p.v_ss + kv_head * p.v_sh;
+  } else {
+    gQ = static_cast<const Elem*>(p.q) + batch * p.q_sb + m0 * p.q_ss + head * p.q_sh;
+    gK = static_cast<const Elem*>(p.k) + batch * p.k_sb + kv_head * p.k_sh;
+    gV = static_cast<const Elem*>(p.v) + batch * p.v_sb + kv_head * p.v_sh;
+    gO = static_cast<Elem*>(p.o) + batch * p.o_sb + m0 * p.o_ss + head * p.o_sh;
+    gLse = p.lse ? p.lse + (static_cast<int64_t>(batch) * p.hq + head) * p.sq + m0 : nullptr;
+    seq_q = p.sq;
+    seq_k = p.sk;
+  }
+  const int rows_valid = min(kBM, seq_q - m0);
 
   // Key blocks [0, n_end) hold every key some row of this block sees.
-  const Mask<Kind> mask{p.sq, p.sk};
+  const Mask<Kind> mask{seq_q, seq_k};
+  // The mask (its lengths) as the main loop sees it: dense, the one above (the call's lengths,
+  // parameters); varlen, the sequence's lengths reloaded from shared memory at each use (the
+  // cp.async and barrier asm between uses clobber memory, so nothing holds them in registers).
+  auto lengths = [&]() -> Mask<Kind> {
+    if constexpr (Cfg::kVarlen) {
+      const int2 l = *reinterpret_cast<const int2*>(smem + Cfg::kSmemLengths);
+      return {l.x, l.y};
+    } else {
+      return mask;
+    }
+  };
+  // The key count the K/V loads predicate rows on (dense: the parameter itself).
+  auto keys = [&]() -> int {
+    if constexpr (Cfg::kVarlen) {
+      return lengths().sk;
+    } else {
+      return p.sk;
+    }
+  };
   const int n_end = n_block_end32(mask, m0, rows_valid, kBN);
   Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
   if (n_end == 0) {  // every row of this block is fully masked
+    if constexpr (Cfg::kVarlen) varlen_out();
     epi.write_empty(gO, p.o_ss, gLse, rows_valid, p.d_v);
     return;
   }
@@ -117,23 +196,36 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
                      bool cols, auto zero_cols_tag) {
     if constexpr (Cfg::kStridedLoads) {
       kv_loader.template load_strided<!decltype(full_tag)::value, decltype(zero_cols_tag)::value>(
-          s_dst, kv_off, src, pass, p.sk - n * kBN, g, cols);
+          s_dst, kv_off, src, pass, keys() - n * kBN, g, cols);
     } else {
-      kv_loader.template load<Cfg::kPadded>(s_dst, g + static_cast<int64_t>(n) * kBN * ss, ss, p.sk - n * kBN, cols);
+      kv_loader.template load<Cfg::kPadded>(s_dst, g + static_cast<int64_t>(n) * kBN * ss, ss, keys() - n * kBN, cols);
     }
     arch::cp_async_commit();
   };
+  // The g of load_kv: the tile origin, or under StridedLoads only the address zero-filled rows
+  // name (any mapped one). Varlen strided kernels name the tensor's base pointer there, a kernel
+  // parameter, so no register holds the sequence's origin through the main loop.
+  [[maybe_unused]] const Elem* gK_tiles = gK;
+  [[maybe_unused]] const Elem* gV_tiles = gV;
+  if constexpr (Cfg::kVarlen && Cfg::kStridedLoads) {
+    gK_tiles = static_cast<const Elem*>(p.k);
+    gV_tiles = static_cast<const Elem*>(p.v);
+  }
   // (Only padded kernels name qk_cols / v_cols here: capturing them changes the unpadded
   // kernels' PTX.)
   auto load_k = [&](int n, auto full_tag) {
-    if constexpr (Cfg::kPadded) {
+    if constexpr (Cfg::kVarlen) {
+      load_kv(sK, gK_tiles, p.k_ss, k_src, k_pass, n, full_tag, qk_cols, std::bool_constant<Cfg::kPadded>{});
+    } else if constexpr (Cfg::kPadded) {
       load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag, qk_cols, std::true_type{});
     } else {
       load_kv(sK, gK, p.k_ss, k_src, k_pass, n, full_tag, true, std::false_type{});
     }
   };
   auto load_v = [&](int n, auto full_tag) {
-    if constexpr (Cfg::kPadded) {
+    if constexpr (Cfg::kVarlen) {
+      load_kv(sV, gV_tiles, p.v_ss, v_src, v_pass, n, full_tag, v_cols, std::false_type{});
+    } else if constexpr (Cfg::kPadded) {
       load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag, v_cols, std::false_type{});
     } else {
       load_kv(sV, gV, p.v_ss, v_src, v_pass, n, full_tag, true, std::false_type{});
@@ -173,7 +265,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
       load_v(n, kFullN);
     }
     if constexpr (kMask) {
-      mask_fragment<16>(mask, rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
+      mask_fragment<16>(lengths(), rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
     }
     softmax.step(rS, rO, p.scale_log2);
     uint32_t rP[Cfg::kKStepsPV][kMT][4];
@@ -197,12 +289,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   // Blocks that need the mask: the partial last key block, and (causal) those crossing the
   // diagonal of the block's first row. Walking down, once one is clean all lower ones are.
   int n = n_end - 1;
-  for (; n >= 0 && n_block_needs_mask(mask, n, m0, kBN); --n) iteration(n, std::true_type{});
+  for (; n >= 0 && n_block_needs_mask(lengths(), n, m0, kBN); --n) iteration(n, std::true_type{});
   for (; n >= 0; --n) iteration(n, std::false_type{});
 
   float inv[kMT][2], lse[kMT][2];
   softmax.finalize(inv, lse, p.scale_log2);
-  epi.write(rO, inv, lse, gO, p.o_ss, gLse, rows_valid, p.d_v);
+  if constexpr (Cfg::kVarlen) varlen_out();
+  // (varlen: the block's row count recomputed from shared memory, not held through the loop)
+  epi.write(rO, inv, lse, gO, p.o_ss, gLse, Cfg::kVarlen ? min(kBM, lengths().sq - m0) : rows_valid, p.d_v);
 }
 
 }  // namespace flashattn::sm80

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/params.h"
 
@@ -36,5 +37,28 @@ struct Sm80FwdArgs {
   }
 };
 static_assert(sizeof(Sm80FwdArgs) == 184, "the kernel parameter block changed size (d_v must fill the tail padding)");
+
+// Parameter block of the varlen kernels (Sm80FwdVarlen): the dense one plus the packed batch's
+// offsets. q, o, k, v are (1, total, H, D) views (their batch strides are not read); lse, if not
+// null, is (Hq, total_q). b is the number of sequences, sq / sk the max lengths.
+struct Sm80FwdVarlenArgs : Sm80FwdArgs {
+  const int* cu_q;  // (b + 1,) device int32 offsets into q / o rows
+  const int* cu_k;  // (b + 1,) device int32 offsets into k / v rows
+  int total_q, total_k;
+
+  static Sm80FwdVarlenArgs from(const detail::FwdParams& p) {
+    Sm80FwdVarlenArgs a{};
+    static_cast<Sm80FwdArgs&>(a) = Sm80FwdArgs::from(p);
+    a.cu_q = p.cu_q;
+    a.cu_k = p.cu_k;
+    a.total_q = p.total_q;
+    a.total_k = p.total_k;
+    return a;
+  }
+};
+
+// The parameter block of a kernel configuration.
+template <class Cfg>
+using Sm80FwdArgsOf = std::conditional_t<Cfg::kVarlen, Sm80FwdVarlenArgs, Sm80FwdArgs>;
 
 }  // namespace flashattn::sm80

@@ -28,8 +28,13 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     return {StatusCode::kCudaError,
             std::string("backend sm80: cannot set shared memory size: ") + cudaGetErrorString(e)};
   }
+  // Varlen: p.sq is max_seqlen_q and p.b the number of sequences (CTAs past a sequence's
+  // queries exit at once).
   const dim3 grid((p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM, p.hq, p.b);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(Sm80FwdArgs::from(p));
+  if constexpr (Cfg::kVarlen) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return Status::Ok();  // no query row at all
+  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(Sm80FwdArgsOf<Cfg>::from(p));
   e = cudaGetLastError();
   if (e != cudaSuccess) {
     return {StatusCode::kCudaError, std::string("backend sm80: kernel launch: ") + cudaGetErrorString(e)};
@@ -38,12 +43,14 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 }
 
 // The entry of K's configuration and dtype, with a kernel for each mask kind K lists (only
-// those are instantiated); K.padded: the Sm80FwdPadded kernels.
+// those are instantiated); K.padded: the Sm80FwdPadded kernels; K.varlen: their Sm80FwdVarlen
+// wrappers (packed batches).
 template <KernelKey K>
 constexpr KernelEntry make_entry() {
-  using Cfg = std::conditional_t<K.padded, Sm80FwdPadded<Sm80FwdConfig<K.options>>, Sm80FwdConfig<K.options>>;
+  using Dense = std::conditional_t<K.padded, Sm80FwdPadded<Sm80FwdConfig<K.options>>, Sm80FwdConfig<K.options>>;
+  using Cfg = std::conditional_t<K.varlen, Sm80FwdVarlen<Dense>, Dense>;
   using Elem = std::conditional_t<K.dtype == detail::ElemType::kBFloat16, __nv_bfloat16, __half>;
-  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}, K.padded};
+  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}, K.padded, K.varlen};
   if constexpr (K.mask_none) e.launch[static_cast<int>(MaskKind::kNone)] = &launch_fwd<Cfg, Elem, MaskKind::kNone>;
   if constexpr (K.mask_causal) {
     e.launch[static_cast<int>(MaskKind::kCausal)] = &launch_fwd<Cfg, Elem, MaskKind::kCausal>;

@@ -1,0 +1,11 @@
+// Varlen head dim 256 kernels of the library (Sm80FwdVarlen over the padded default
+// configuration, sm80/fwd/config.h): packed variable-length batches whose kernel head dim
+// (sm80::kernel_head_dim) is 256, both dtypes and masks. A unit of their own, so the dense kernels
+// of fwd_d256.cu and fwd_d256_padded.cu keep their PTX.
+#include "sm80/fwd/launch.h"
+
+namespace flashattn::sm80 {
+
+std::span<const KernelEntry> kernels_d256_varlen() { return make_entries<varlen_kernels<256>()>(); }
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,11 @@
+// Varlen head dim 64 kernels of the library (Sm80FwdVarlen over the padded default
+// configuration, sm80/fwd/config.h): packed variable-length batches whose kernel head dim
+// (sm80::kernel_head_dim) is 64, both dtypes and masks. A unit of their own, so the dense kernels
+// of fwd_d64.cu and fwd_d64_padded.cu keep their PTX.
+#include "sm80/fwd/launch.h"
+
+namespace flashattn::sm80 {
+
+std::span<const KernelEntry> kernels_d64_varlen() { return make_entries<varlen_kernels<64>()>(); }
+
+}  // namespace flashattn::sm80
