@@ -35,6 +35,21 @@ struct ForwardArgs {
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(D)
   bool causal = false;         // bottom-right aligned when Sq != Sk
   Backend backend = Backend::kAuto;
+
+  // Packed variable-length batch (FlashAttention 2's flash_attn_varlen_func) when
+  // cu_seqlens_q is set: q and out are (1, total_q, Hq, D|Dv), k and v (1, total_k, Hkv, D|Dv);
+  // sequence i owns rows [cu_seqlens_q[i], cu_seqlens_q[i+1]) of q/out and
+  // [cu_seqlens_k[i], cu_seqlens_k[i+1]) of k/v (device int32 arrays of num_seqs + 1
+  // nondecreasing offsets; zero-length sequences allowed). Causal is bottom-right per sequence;
+  // lse is (Hq, total_q). max_seqlen_q / max_seqlen_k bound every sequence's lengths.
+  // The offsets stay on the device (no host sync): the caller guarantees them. The kernels
+  // clamp lengths to the max lengths and to the packed rows, so offsets that break the
+  // contract give wrong rows, never a read or write outside q, k, v, out or lse. Out rows past
+  // cu_seqlens_q[num_seqs] are not written.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int num_seqs = 0;
+  int max_seqlen_q = 0, max_seqlen_k = 0;
 };
 
 enum class StatusCode : int {

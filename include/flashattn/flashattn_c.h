@@ -92,12 +92,26 @@ typedef struct {
   int32_t backend;        /* flashattn_backend_t; 0 = FLASHATTN_BACKEND_AUTO */
   uint32_t reserved0;     /* must be 0 (ends version 1 on an 8-byte boundary) */
 
+  /* ---- version 2: packed variable-length batches (flash_attn_varlen_func) ----
+   * Set cu_seqlens_q to make the call varlen: q/out are (1, total_q, Hq, D|Dv), k/v
+   * (1, total_k, Hkv, D|Dv), lse (Hq, total_q); sequence i owns rows [cu[i], cu[i+1]) (device
+   * int32 arrays of num_seqs + 1 nondecreasing offsets). Semantics and contract as
+   * flashattn::ForwardArgs (flashattn.h). All zero: a dense call. */
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int32_t num_seqs;
+  int32_t max_seqlen_q;
+  int32_t max_seqlen_k;
+  uint32_t reserved1; /* must be 0 (ends version 2 on an 8-byte boundary) */
+
   /* ---- later versions append here (see the rules above) ---- */
 } flashattn_forward_params_t;
 
 /* Size of version 1 of flashattn_forward_params_t (stays valid as the struct grows). */
 #define FLASHATTN_FORWARD_PARAMS_SIZE_V1 \
   (offsetof(flashattn_forward_params_t, reserved0) + sizeof(uint32_t))
+#define FLASHATTN_FORWARD_PARAMS_SIZE_V2 \
+  (offsetof(flashattn_forward_params_t, reserved1) + sizeof(uint32_t))
 
 /* Zeroes *p, sets struct_size to this header's sizeof and every field to its default.
  * Inline on purpose: it writes the size the caller was compiled with, never more. Callers

@@ -94,6 +94,13 @@ class ForwardParams(ctypes.Structure):
         ("causal", ctypes.c_int32),
         ("backend", ctypes.c_int32),
         ("reserved0", ctypes.c_uint32),
+        # version 2: packed variable-length batches
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("num_seqs", ctypes.c_int32),
+        ("max_seqlen_q", ctypes.c_int32),
+        ("max_seqlen_k", ctypes.c_int32),
+        ("reserved1", ctypes.c_uint32),
     ]
 
 
@@ -128,10 +135,17 @@ def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
 
 def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
                         out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
-                        causal: bool = False, backend="auto") -> ForwardParams:
-    """A ForwardParams with struct_size set and the given version-1 fields."""
-    return ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
-                         float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
+                        causal: bool = False, backend="auto", varlen=None) -> ForwardParams:
+    """A ForwardParams with struct_size set and the given fields. varlen: None (dense) or
+    (cu_seqlens_q_ptr, cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k)."""
+    p = ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
+                      float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
+    if varlen is not None:
+        cu_q, cu_k, n, max_q, max_k = varlen
+        p.cu_seqlens_q = int(cu_q) or None
+        p.cu_seqlens_k = int(cu_k) or None
+        p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
+    return p
 
 
 def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor,
@@ -324,13 +338,14 @@ def _backend_id(backend) -> int:
 
 def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: FlashattnTensor,
             lse_ptr: int = 0, softmax_scale: float = 0.0, causal: bool = False,
-            backend="auto", stream: int = 0) -> None:
+            backend="auto", stream: int = 0, varlen=None) -> None:
     """flashattn_forward_ex on raw descriptors; raises on a non-zero status.
 
-    lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer, or 0 for none.
-    softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 = legacy default).
+    lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer ((Hq, total_q) for varlen),
+    or 0 for none. softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 =
+    legacy default). varlen: see make_forward_params.
     """
-    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend)
+    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend, varlen)
     rc = load_library().flashattn_forward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_forward")

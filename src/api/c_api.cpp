@@ -14,13 +14,15 @@ namespace {
 
 // Every size a version of flashattn_forward_params_t has had, oldest first; the last is this
 // header's sizeof. A new version appends its FLASHATTN_FORWARD_PARAMS_SIZE_V<n>.
-constexpr size_t kForwardParamsSizes[] = {FLASHATTN_FORWARD_PARAMS_SIZE_V1};
+constexpr size_t kForwardParamsSizes[] = {FLASHATTN_FORWARD_PARAMS_SIZE_V1, FLASHATTN_FORWARD_PARAMS_SIZE_V2};
 
 static_assert(offsetof(flashattn_forward_params_t, struct_size) == 0, "struct_size must come first");
 static_assert(kForwardParamsSizes[std::size(kForwardParamsSizes) - 1] == sizeof(flashattn_forward_params_t),
               "flashattn_forward_params_t grew (or has tail padding): list the new version's size");
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
+static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 % 8 == 0, "a version must end on an 8-byte boundary");
+static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 <= FLASHATTN_PARAMS_MAX_SIZE);
 
 // The same for flashattn_backward_params_t.
 constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1};
@@ -124,6 +126,12 @@ int build_args(const flashattn_forward_params_t* params, flashattn::ForwardArgs*
   if (int rc = check_dtype(p.v, "v")) return rc;
   if (int rc = check_dtype(p.out, "out")) return rc;
   if (p.reserved0 != 0) return invalid("params.reserved0: must be 0");
+  if (p.reserved1 != 0) return invalid("params.reserved1: must be 0");
+  a->cu_seqlens_q = p.cu_seqlens_q;
+  a->cu_seqlens_k = p.cu_seqlens_k;
+  a->num_seqs = p.num_seqs;
+  a->max_seqlen_q = p.max_seqlen_q;
+  a->max_seqlen_k = p.max_seqlen_k;
   a->q = to_ref(p.q);
   a->k = to_ref(p.k);
   a->v = to_ref(p.v);

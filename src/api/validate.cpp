@@ -84,7 +84,56 @@ bool has_elements(const TensorRef& t) {
 
 }  // namespace
 
+namespace {
+Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empty_out);
+}
+
+// Varlen calls (cu_seqlens_q set): the packed tensors checked as a one-batch dense call, then
+// the varlen arguments; the params then describe sequences, not the packed batch.
 Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out) {
+  const bool varlen = a.cu_seqlens_q != nullptr || a.cu_seqlens_k != nullptr || a.num_seqs != 0 ||
+                      a.max_seqlen_q != 0 || a.max_seqlen_k != 0;
+  if (!varlen) return validate_and_convert_dense(a, p, empty_out);
+  if (a.cu_seqlens_q == nullptr) return invalid("cu_seqlens_q: null (needed by a varlen call: cu_seqlens_k, num_seqs or max_seqlen_* set)");
+  if (a.cu_seqlens_k == nullptr) return invalid("cu_seqlens_k: null (cu_seqlens_q is set: a varlen call)");
+  if (reinterpret_cast<uintptr_t>(a.cu_seqlens_q) % 4 != 0) return invalid("cu_seqlens_q: pointer is not 4-byte aligned");
+  if (reinterpret_cast<uintptr_t>(a.cu_seqlens_k) % 4 != 0) return invalid("cu_seqlens_k: pointer is not 4-byte aligned");
+  if (a.num_seqs < 0) return invalid("num_seqs: negative (" + std::to_string(a.num_seqs) + ")");
+  if (a.num_seqs > 65535 * 1024) return invalid("num_seqs: " + std::to_string(a.num_seqs) + " above 67107840");
+  if (a.max_seqlen_q < 0) return invalid("max_seqlen_q: negative (" + std::to_string(a.max_seqlen_q) + ")");
+  if (a.max_seqlen_k < 0) return invalid("max_seqlen_k: negative (" + std::to_string(a.max_seqlen_k) + ")");
+  const std::pair<const TensorRef*, const char*> packed[] = {{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.out, "out"}};
+  for (auto [t, name] : packed)
+    if (t->shape[0] != 1)
+      return invalid(std::string(name) + ": a varlen call packs the sequences into dim 1: shape " + shape_str(*t) +
+                     " must have dim 0 == 1");
+  bool empty = false;
+  Status s = validate_and_convert_dense(a, p, &empty);
+  if (!s.ok()) return s;
+  const int64_t total_q = a.q.shape[1], total_k = a.k.shape[1];
+  // Nothing to compute without query rows or heads. Sequences without keys are computed (out
+  // 0, lse -inf), but a call whose k has no rows at all is refused: the kernels' K/V views
+  // need one row.
+  const bool q_rows = total_q > 0 && a.q.shape[2] > 0 && a.num_seqs > 0 && a.max_seqlen_q > 0;
+  if (q_rows && total_k == 0 && a.k.shape[2] > 0)
+    return invalid("k: no rows (total_k 0): a varlen call needs at least one key row (sequences of length 0 are fine)");
+  const bool no_work = empty || !q_rows;
+  if (empty_out) *empty_out = no_work;
+  if (p != nullptr && !no_work) {
+    p->cu_q = a.cu_seqlens_q;
+    p->cu_k = a.cu_seqlens_k;
+    p->b = a.num_seqs;
+    // No sequence is longer than the packed rows: a generous max costs no empty tiles.
+    p->sq = static_cast<int>(std::min<int64_t>(a.max_seqlen_q, total_q));
+    p->sk = static_cast<int>(std::min<int64_t>(a.max_seqlen_k, total_k));
+    p->total_q = static_cast<int>(total_q);
+    p->total_k = static_cast<int>(total_k);
+  }
+  return Status::Ok();
+}
+
+namespace {
+Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empty_out) {
   const TensorRef& q = a.q;
   const TensorRef& k = a.k;
   const TensorRef& v = a.v;
@@ -184,6 +233,7 @@ Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty_out)
   r.dtype = q.dtype == DType::kFloat16 ? ElemType::kFloat16 : ElemType::kBFloat16;
   return Status::Ok();
 }
+}  // namespace
 
 // ---- Overlap of two strided views ----
 //

@@ -64,7 +64,7 @@ struct FwdParams : AttnParams {
   const int* cu_q = nullptr;
   const int* cu_k = nullptr;
   int total_q = 0, total_k = 0;
-  bool varlen() const { return cu_q != nullptr; }
+  FLASHATTN_HOST_DEVICE bool varlen() const { return cu_q != nullptr; }
 };
 
 // A KV-cache call (flash_attn_with_kvcache): append k_new / v_new into the cache in place at
@@ -89,7 +89,7 @@ struct KvCacheParams : AttnParams {
   Tensor4 o;             // (B, Sq, Hq, Dv), q's dtype
   float* lse = nullptr;  // (B, Hq, Sq) contiguous fp32, or null
   int num_splits = 0;    // key splits per (sequence, KV head); 0: heuristic
-  bool paged() const { return block_table != nullptr; }
+  FLASHATTN_HOST_DEVICE bool paged() const { return block_table != nullptr; }
 };
 
 struct BwdParams : AttnParams {

@@ -121,7 +121,9 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
   // out is (B, Sq, Hq, Dv): validated to be q's first three dims with v's head dim.
   const int64_t* out_shape = args.out.shape;
   const int64_t n = out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3];
-  const int64_t n_lse = int64_t(p.b) * p.hq * p.sq;
+  // Varlen: lse is (Hq, total_q); out rows outside every sequence are compared too, so the
+  // callers' sequences must cover the packed rows (the references write nothing else).
+  const int64_t n_lse = p.varlen() ? int64_t(p.hq) * p.total_q : int64_t(p.b) * p.hq * p.sq;
   void *ref = nullptr, *lowp = nullptr;
   float *lse_ref = nullptr, *lse_lowp = nullptr;
   unsigned* scratch = nullptr;
@@ -146,8 +148,9 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s) {
       r.out_bound = 2 * r.out_lowp_err + atol;
       r.pass = r.out_err <= r.out_bound;
       if (args.lse != nullptr) {
-        const int64_t lse_shape[4] = {p.b, p.hq, p.sq, 1};
-        const int64_t lse_strides[4] = {int64_t(p.hq) * p.sq, p.sq, 1, 1};
+        const int64_t lse_b = p.varlen() ? 1 : p.b, lse_s = p.varlen() ? p.total_q : p.sq;
+        const int64_t lse_shape[4] = {lse_b, p.hq, lse_s, 1};
+        const int64_t lse_strides[4] = {int64_t(p.hq) * lse_s, lse_s, 1, 1};
         r.lse_checked = true;
         r.lse_err = max_diff(args.lse, DType::kFloat32, lse_strides, lse_ref, lse_shape, scratch, s);
         r.lse_lowp_err = max_diff(lse_lowp, DType::kFloat32, lse_strides, lse_ref, lse_shape, scratch, s);

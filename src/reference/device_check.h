@@ -29,6 +29,7 @@ struct Report {
 
 // Compares args.out (B, Sq, Hq, Dv) (and args.lse) written by the call under test with the fp32
 // GPU reference and the input-precision reference, under max|out-ref| <= 2 max|lowp-ref| + atol.
+// Varlen calls too, when their sequences cover every packed row of q.
 Report check_against_reference(const ForwardArgs& args, cudaStream_t s);
 
 // Default absolute tolerance of the rule for a dtype.

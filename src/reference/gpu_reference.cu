@@ -48,23 +48,35 @@ __device__ float block_sum(float x, float* red) {
 // precision would: the error yardstick ("out_lowp") of the correctness rule.
 template <typename T, bool kLowp>
 __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
-  const int64_t i = blockIdx.x;  // query row
+  const int64_t i = blockIdx.x;  // query row (of its sequence)
   const int h = blockIdx.y;
-  const int b = blockIdx.z;
   const int hk = h / p.h_ratio;
   const int t = threadIdx.x;
+  // Varlen: block z is sequence z of the packed batch, rows relative to its offsets (lengths
+  // clamped like the kernels': to the max lengths and the packed rows); b is then 0.
+  int b = blockIdx.z, sq = p.sq, sk = p.sk;
+  int64_t q_off = 0, k_off = 0;
+  if (p.varlen()) {
+    const int q0 = min(max(p.cu_q[b], 0), p.total_q), k0 = min(max(p.cu_k[b], 0), p.total_k);
+    sq = max(0, min(min(p.cu_q[b + 1] - q0, p.sq), p.total_q - q0));
+    sk = max(0, min(min(p.cu_k[b + 1] - k0, p.sk), p.total_k - k0));
+    q_off = q0;
+    k_off = k0;
+    b = 0;
+    if (i >= sq) return;
+  }
 
   __shared__ float sQ[kMaxHeadDim];
   __shared__ float sP[kThreads];
   __shared__ float red[kThreads / 32];
 
-  const T* q = static_cast<const T*>(p.q.ptr) + p.q.offset(b, i, h);
-  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, 0, hk);
-  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, 0, hk);
+  const T* q = static_cast<const T*>(p.q.ptr) + p.q.offset(b, q_off + i, h);
+  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, k_off, hk);
+  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, k_off, hk);
   for (int d = t; d < p.d; d += kThreads) sQ[d] = to_float(q[d]);
   __syncthreads();
 
-  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
+  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{sq, sk}.key_end(i) : sk;
   float m = -INFINITY;  // running max of raw scores
   float l = 0.f;        // running sum of exp(scale*(s - m))
   float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};  // out elements t, t + kThreads (< d_v)
@@ -96,12 +108,13 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
     m = m_new;
   }
 
-  T* o = static_cast<T*>(p.o.ptr) + p.o.offset(b, i, h);
+  T* o = static_cast<T*>(p.o.ptr) + p.o.offset(b, q_off + i, h);
   const float inv = l > 0.f ? 1.f / l : 0.f;  // fully masked row: output 0
   for (int c = 0; c * kThreads + t < p.d_v; ++c) o[c * kThreads + t] = from_float<T>(acc[c] * inv);
   if (p.lse != nullptr && t == 0) {
-    p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i] =
-        l > 0.f ? m * p.scale + logf(l) : -INFINITY;
+    const int64_t at = p.varlen() ? static_cast<int64_t>(h) * p.total_q + q_off + i
+                                  : (static_cast<int64_t>(b) * p.hq + h) * p.sq + i;
+    p.lse[at] = l > 0.f ? m * p.scale + logf(l) : -INFINITY;
   }
 }
 

@@ -20,7 +20,9 @@ Status sm90_supports(const FwdParams& p) {
                                            " not supported (up to 256)"};
   // TMA: non-innermost strides must be nonzero multiples of 16 bytes (validation guarantees
   // multiples of 8 elements; a zero/broadcast stride is the remaining case).
-  const int64_t strides[] = {p.q.ss, p.q.sh, p.q.sb, p.k.ss, p.k.sh, p.k.sb, p.v.ss, p.v.sh, p.v.sb};
+  // (A varlen call's tensors are one packed batch: their batch strides are never used.)
+  const int64_t strides[] = {p.q.ss, p.q.sh, p.varlen() ? 8 : p.q.sb, p.k.ss, p.k.sh, p.varlen() ? 8 : p.k.sb,
+                             p.v.ss, p.v.sh, p.varlen() ? 8 : p.v.sb};
   for (int64_t s : strides)
     if (s <= 0 || s % 8 != 0)
       return {StatusCode::kNotSupported, "backend sm90: q/k/v strides must be positive multiples of 8 elements (TMA)"};
@@ -35,6 +37,15 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // A head dim between two instantiated ones runs on the larger kernel: TMA fills the columns
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
+  if (p.varlen()) {
+    switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
+      case 64: return bf16 ? sm90::run_fwd_varlen<64, true>(p, stream) : sm90::run_fwd_varlen<64, false>(p, stream);
+      case 96: return bf16 ? sm90::run_fwd_varlen<96, true>(p, stream) : sm90::run_fwd_varlen<96, false>(p, stream);
+      case 128: return bf16 ? sm90::run_fwd_varlen<128, true>(p, stream) : sm90::run_fwd_varlen<128, false>(p, stream);
+      case 192: return bf16 ? sm90::run_fwd_varlen<192, true>(p, stream) : sm90::run_fwd_varlen<192, false>(p, stream);
+      default: return bf16 ? sm90::run_fwd_varlen<256, true>(p, stream) : sm90::run_fwd_varlen<256, false>(p, stream);
+    }
+  }
   switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
     case 64: return bf16 ? sm90::run_fwd<64, true>(p, stream) : sm90::run_fwd<64, false>(p, stream);
     case 96: return bf16 ? sm90::run_fwd<96, true>(p, stream) : sm90::run_fwd<96, false>(p, stream);

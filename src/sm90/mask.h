@@ -64,6 +64,19 @@ struct AttnMask {
       if (col >= lim) s[i] = -INFINITY;
     }
   }
+  // The same, and columns below col_lo masked too (a key block loaded shifted back over keys
+  // that another block counts: the varlen forward's last block).
+  template <int kSRegs>
+  FLASHATTN_HOST_DEVICE void apply(float (&s)[kSRegs], int row0, int col0, int col_lo) const {
+    const int lim0 = key_end32(row0);
+    const int lim1 = key_end32(row0 + 8);
+    FLASHATTN_UNROLL
+    for (int i = 0; i < kSRegs; ++i) {
+      const int col = col0 + 8 * (i >> 2) + (i & 1);
+      const int lim = ((i >> 1) & 1) ? lim1 : lim0;
+      if (col >= lim || col < col_lo) s[i] = -INFINITY;
+    }
+  }
 };
 
 }  // namespace flashattn::sm90

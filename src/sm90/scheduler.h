@@ -20,6 +20,13 @@ namespace flashattn::sm90 {
 // One published piece of work. code: the piece's index in the plan (>= code_end(): no more).
 struct WorkSlot {
   int code, m_block, h, b, n_lo, n_hi;
+  static constexpr int kWords = 6;
+};
+// A piece of a packed variable-length batch: its sequence's first rows in the packed q and k and
+// its lengths (clamped by the plan), on top of the tile coordinates (b: the sequence).
+struct VarlenWorkSlot : WorkSlot {
+  int q_off, k_off, sq, sk;
+  static constexpr int kWords = 10;
 };
 
 // Which item a CTA runs next. counter: {next item - gridDim.x, finished CTAs}, zero between
@@ -42,15 +49,20 @@ struct ItemClaims {
 };
 
 // The k-th slot (volatile: another thread writes or reads it under the ring's barriers).
+// Bars::Slot is WorkSlot or VarlenWorkSlot; the varlen words follow the common six.
 template <class Bars>
-__device__ __forceinline__ void work_store(Bars& bars, uint32_t k, const WorkSlot& w) {
+__device__ __forceinline__ void work_store(Bars& bars, uint32_t k, const typename Bars::Slot& w) {
   volatile int* dst = reinterpret_cast<volatile int*>(&bars.work[k & 1]);
   dst[0] = w.code, dst[1] = w.m_block, dst[2] = w.h, dst[3] = w.b, dst[4] = w.n_lo, dst[5] = w.n_hi;
+  if constexpr (Bars::Slot::kWords > 6) dst[6] = w.q_off, dst[7] = w.k_off, dst[8] = w.sq, dst[9] = w.sk;
 }
 template <class Bars>
-__device__ __forceinline__ WorkSlot work_load(Bars& bars, uint32_t k) {
+__device__ __forceinline__ typename Bars::Slot work_load(Bars& bars, uint32_t k) {
   const volatile int* src = reinterpret_cast<const volatile int*>(&bars.work[k & 1]);
-  return WorkSlot{src[0], src[1], src[2], src[3], src[4], src[5]};
+  typename Bars::Slot w;
+  w.code = src[0], w.m_block = src[1], w.h = src[2], w.b = src[3], w.n_lo = src[4], w.n_hi = src[5];
+  if constexpr (Bars::Slot::kWords > 6) w.q_off = src[6], w.k_off = src[7], w.sq = src[8], w.sk = src[9];
+  return w;
 }
 
 // The scheduler thread: publishes every piece of this CTA's items, then an end marker. The
@@ -63,7 +75,8 @@ __device__ __forceinline__ void schedule_work(Bars& bars, const Plan& plan) {
 #pragma unroll 1
   for (uint32_t k = 0, code = plan.first_code();; ++k) {
     bars.sched.wait_empty(RingCount<2>{k});
-    WorkSlot w{static_cast<int>(code), 0, 0, 0, 0, 0};
+    typename Bars::Slot w{};
+    w.code = static_cast<int>(code);
     if (w.code < plan.code_end()) plan.describe(w);
     work_store(bars, k, w);
     arch::mbarrier_arrive(bars.sched.full_bar(k & 1));  // release: the slot above
@@ -81,8 +94,8 @@ __device__ __forceinline__ void schedule_work(Bars& bars, const Plan& plan) {
 // every lane reading, then __syncwarp and lane 0's arrival (also ordered), racecheck reported
 // the slot's reuse as a race.
 template <class Bars>
-__device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
-  WorkSlot w{};
+__device__ __forceinline__ typename Bars::Slot work_read(Bars& bars, uint32_t k) {
+  typename Bars::Slot w{};
   if ((threadIdx.x & 31) == 0) {
     bars.sched.wait_full(RingCount<2>{k});
     w = work_load(bars, k);
@@ -94,15 +107,21 @@ __device__ __forceinline__ WorkSlot work_read(Bars& bars, uint32_t k) {
   w.b = __shfl_sync(0xffffffffu, w.b, 0);
   w.n_lo = __shfl_sync(0xffffffffu, w.n_lo, 0);
   w.n_hi = __shfl_sync(0xffffffffu, w.n_hi, 0);
+  if constexpr (Bars::Slot::kWords > 6) {
+    w.q_off = __shfl_sync(0xffffffffu, w.q_off, 0);
+    w.k_off = __shfl_sync(0xffffffffu, w.k_off, 0);
+    w.sq = __shfl_sync(0xffffffffu, w.sq, 0);
+    w.sk = __shfl_sync(0xffffffffu, w.sk, 0);
+  }
   return w;
 }
 
 // The loader thread (alone in its warp): waits, copies the slot and frees it. It arrives on
 // sched_taken[k & 1] itself when the next item should be claimed.
 template <class Bars>
-__device__ __forceinline__ WorkSlot work_take(Bars& bars, uint32_t k) {
+__device__ __forceinline__ typename Bars::Slot work_take(Bars& bars, uint32_t k) {
   bars.sched.wait_full(RingCount<2>{k});
-  const WorkSlot w = work_load(bars, k);
+  const typename Bars::Slot w = work_load(bars, k);
   arch::mbarrier_arrive(bars.sched.empty_bar(k & 1));
   return w;
 }

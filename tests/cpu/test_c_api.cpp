@@ -169,6 +169,23 @@ TEST(CApiParams, ReservedMustBeZero) {
   EXPECT_TRUE(contains(flashattn_last_error(), "reserved0")) << flashattn_last_error();
 }
 
+TEST(CApiParams, VersionTwoCarriesVarlen) {
+  EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V2, sizeof(flashattn_forward_params_t));
+  EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V2 % 8, 0u);
+  flashattn_forward_params_t p = params(0);
+  p.reserved1 = 1;
+  EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "reserved1")) << flashattn_last_error();
+  // The varlen fields reach validation: a half-set varlen call is named.
+  alignas(16) static int32_t cu[4] = {0, 0, 0, 0};
+  p = params(1);
+  p.cu_seqlens_q = cu;
+  p.num_seqs = 2;
+  p.max_seqlen_q = 4;
+  EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "cu_seqlens_k")) << flashattn_last_error();
+}
+
 TEST(CApiParams, BadTensorsAreNamed) {
   struct Case {
     const char* needle;

@@ -254,3 +254,96 @@ TEST(Validation, ZeroSizedCallSucceedsAndLaunchesNothing) {
     EXPECT_TRUE(forward(a).ok()) << forward(a).message();
   }
 }
+
+// ---- Varlen (packed) calls: cu_seqlens set ----
+namespace {
+alignas(64) int32_t g_cu[8];  // stands in for device offsets; never dereferenced here
+
+ForwardArgs good_varlen(int64_t total_q = 40, int64_t total_k = 50) {
+  ForwardArgs a = good(1, total_q, total_k);
+  a.cu_seqlens_q = g_cu;
+  a.cu_seqlens_k = g_cu;
+  a.num_seqs = 3;
+  a.max_seqlen_q = 20;
+  a.max_seqlen_k = 30;
+  return a;
+}
+}  // namespace
+
+TEST(ValidationVarlen, GoodArgumentsPassAndConvert) {
+  const ForwardArgs a = good_varlen();
+  detail::FwdParams p;
+  bool empty = true;
+  const Status s = detail::validate_and_convert(a, &p, &empty);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(empty);
+  EXPECT_TRUE(p.varlen());
+  EXPECT_EQ(p.b, 3);
+  EXPECT_EQ(p.sq, 20);
+  EXPECT_EQ(p.sk, 30);
+  EXPECT_EQ(p.total_q, 40);
+  EXPECT_EQ(p.total_k, 50);
+  EXPECT_EQ(p.cu_q, g_cu);
+}
+
+TEST(ValidationVarlen, MaxLengthsAreCappedByThePackedRows) {
+  ForwardArgs a = good_varlen();
+  a.max_seqlen_q = 1000;
+  a.max_seqlen_k = 1000;
+  detail::FwdParams p;
+  bool empty = true;
+  ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+  EXPECT_EQ(p.sq, 40);
+  EXPECT_EQ(p.sk, 50);
+}
+
+TEST(ValidationVarlen, BadArgumentsAreNamed) {
+  ForwardArgs a = good_varlen();
+  a.cu_seqlens_k = nullptr;
+  expect_invalid(a, "cu_seqlens_k");
+  a = good_varlen();
+  a.cu_seqlens_q = nullptr;
+  expect_invalid(a, "cu_seqlens_q");
+  a = good_varlen();
+  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(g_cu) + 2);
+  expect_invalid(a, "cu_seqlens_q: pointer is not 4-byte aligned");
+  a = good_varlen();
+  a.num_seqs = -1;
+  expect_invalid(a, "num_seqs");
+  a = good_varlen();
+  a.max_seqlen_q = -3;
+  expect_invalid(a, "max_seqlen_q");
+  a = good_varlen();
+  a.max_seqlen_k = -3;
+  expect_invalid(a, "max_seqlen_k");
+  for (int t = 0; t < 4; ++t) {
+    a = good_varlen();
+    TensorRef* refs[] = {&a.q, &a.k, &a.v, &a.out};
+    const char* names[] = {"q: a varlen call", "k: a varlen call", "v: a varlen call", "out: a varlen call"};
+    refs[t]->shape[0] = 2;
+    expect_invalid(a, names[t]);
+  }
+  // The dense rules still apply to the packed tensors.
+  a = good_varlen();
+  a.k.shape[3] = 64;
+  a.k.stride[2] = 64;
+  expect_invalid(a, "k: head dim");
+  // No key rows at all (sequences of length 0 are fine, an empty k is not).
+  a = good_varlen(40, 0);
+  expect_invalid(a, "k: no rows");
+}
+
+TEST(ValidationVarlen, CallsWithoutQueryRowsAreEmpty) {
+  for (int which = 0; which < 3; ++which) {
+    ForwardArgs a = good_varlen();
+    if (which == 0) a.num_seqs = 0;
+    if (which == 1) a.max_seqlen_q = 0;
+    if (which == 2) a = good_varlen(0, 50);
+    bool empty = false;
+    detail::FwdParams p;
+    const Status s = detail::validate_and_convert(a, &p, &empty);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(empty) << which;
+    EXPECT_TRUE(forward(a).ok()) << which;  // nothing launched: fine without a GPU
+  }
+}

@@ -27,6 +27,7 @@ struct Sm90FwdOptions {
   bool split_masked_loop = false;
   bool stream_k = false;
   bool double_q = true;
+  bool varlen = false;  // packed variable-length batches (cu_seqlens): per-sequence offsets and lengths
   MaskKind mask = MaskKind::kNone;  // compile-time: causal and non-causal are separate kernels
   friend constexpr bool operator==(const Sm90FwdOptions&, const Sm90FwdOptions&) = default;
 };
@@ -68,7 +69,12 @@ struct Sm90FwdConfig {
   // Stream-K tail (stream_k.h): the tiles of a partial last wave are split along the keys over
   // all CTAs and merged. Non-causal configs only (causal tiles differ in cost; the dynamic
   // longest-first scheduler balances them), so the causal kernels carry none of its code.
-  static constexpr bool kStreamK = O.stream_k && O.persistent;
+  static constexpr bool kStreamK = O.stream_k && O.persistent && !O.varlen;
+  // Varlen: tiles of a packed batch (per-sequence row offsets and lengths travel in the work
+  // slot). The key block that crosses a sequence's end is loaded shifted back so that it ends
+  // on the sequence's last key (keys before the shift's start are masked): no row of another
+  // sequence, or past the packed keys, reaches P V, where P = 0 times a NaN would still be NaN.
+  static constexpr bool kVarlen = O.varlen;
   // Lazy rescaling (FA4): the running row max is only raised when a tile's max exceeds it by more
   // than kRescaleThreshold (log2 units), so exp2 arguments stay <= 8 and P <= 256 (exact in
   // bf16/fp16 range, harmless in the fp32 sums and O). A warp skips the O rescale when none of its

@@ -19,16 +19,22 @@ namespace flashattn::sm90 {
 
 template <class Cfg>
 __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&rO)[Cfg::kORegs],
-                                               typename Consumer<Cfg>::Softmax& sm, int b, int h, int row0) {
+                                               typename Consumer<Cfg>::Softmax& sm, int b, int h, int row0,
+                                               int q_off = 0, int seq_sq = 0) {
   float inv[2], lse[2];
   sm.finalize(inv, lse);
   const int q = threadIdx.x & 3;
   using Elem = std::conditional_t<Cfg::kBf16, __nv_bfloat16, __half>;
   Elem* o = static_cast<Elem*>(args.o) + static_cast<int64_t>(b) * args.o_sb + static_cast<int64_t>(h) * args.o_sh;
+  // Varlen: the sequence's rows start at packed row q_off (b is 0), lse is (Hq, total_q).
+  if constexpr (Cfg::kVarlen) o += static_cast<int64_t>(q_off) * args.o_ss;
+  const int sq = Cfg::kVarlen ? seq_sq : args.sq;
+  const int64_t lse_row0 = Cfg::kVarlen ? static_cast<int64_t>(h) * args.total_q + q_off
+                                        : (static_cast<int64_t>(b) * args.hq + h) * args.sq;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + 8 * r;
-    if (row >= args.sq) continue;
+    if (row >= sq) continue;
     Elem* orow = o + static_cast<int64_t>(row) * args.o_ss + 2 * q;
 #pragma unroll
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
@@ -36,8 +42,7 @@ __device__ __forceinline__ void epilogue_store(const Sm90FwdArgs& args, float (&
       if (8 * c + 2 * q < args.d_v)
         *reinterpret_cast<uint32_t*>(orow + 8 * c) = arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]);
     }
-    if (args.lse != nullptr && q == 0)
-      args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
+    if (args.lse != nullptr && q == 0) args.lse[lse_row0 + row] = lse[r];
   }
 }
 
@@ -57,9 +62,12 @@ __device__ __forceinline__ void epilogue_wg_sync(int wg) {
 // q_empty arrivals (one per warp) come after the write (warps 1-3) and after the store has read
 // the slot (warp 0, whose thread 0 issued it).
 template <class Cfg>
-__device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t smem, PipelineBarriers<Cfg::kStages>& bars,
+__device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t smem, FwdBarriers<Cfg>& bars,
                                                    uint32_t q_slot, const Sm90FwdArgs& args, float (&rO)[Cfg::kORegs],
-                                                   typename Consumer<Cfg>::Softmax& sm, int b, int h, int m0, int wg) {
+                                                   typename Consumer<Cfg>::Softmax& sm, int b, int h, int m0, int wg,
+                                                   int q_off = 0) {
+  // Varlen: only tiles whose rows all belong to the sequence come here (the store would
+  // otherwise write the next sequence's rows); they start at packed row q_off, b is 0.
   float inv[2], lse[2];
   sm.finalize(inv, lse);
   const int t = threadIdx.x % 128, q = t & 3;
@@ -87,7 +95,8 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
   if (t == 0 && row_base < args.sq) {
 #pragma unroll
     for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
-      arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxStride, c * Cfg::kBoxCols, row_base, h, b);  // rows >= Sq clipped
+      arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxStride, c * Cfg::kBoxCols, row_base + (Cfg::kVarlen ? q_off : 0), h,
+                         b);  // rows >= Sq clipped
     arch::cp_async_bulk_commit_group();
   }
   if constexpr (Cfg::kTmaStoreInQ) {
@@ -98,7 +107,10 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row_base + 16 * (t / 32) + (t % 32) / 4 + 8 * r;
-      if (row < args.sq) args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
+      if constexpr (Cfg::kVarlen)
+        args.lse[static_cast<int64_t>(h) * args.total_q + q_off + row] = lse[r];
+      else if (row < args.sq)
+        args.lse[(static_cast<int64_t>(b) * args.hq + h) * args.sq + row] = lse[r];
     }
   }
 }

@@ -31,13 +31,19 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // empty body (nvcc also runs a preprocessing pass with __CUDA_ARCH__ but no feature macro).
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace arch;
-  __shared__ PipelineBarriers<Cfg::kStages> bars;
+  __shared__ FwdBarriers<Cfg> bars;
   extern __shared__ uint8_t smem_raw[];
   // Static smem shifts the dynamic base off the 1 KiB swizzle repeat; round it up ourselves.
   const uint32_t smem = (smem_u32(smem_raw) + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
 
-  const FwdWorkPlan<Cfg> plan{args.order, ItemClaims{args.tile_counter}, args.plan,
-                              AttnMask<Cfg::kMaskKind>{{args.sq, args.sk}}};
+  FwdWorkPlan<Cfg> plan{args.order, ItemClaims{args.tile_counter}, args.plan,
+                        AttnMask<Cfg::kMaskKind>{{args.sq, args.sk}}};
+  if constexpr (Cfg::kVarlen) {
+    plan.cu_q = args.cu_q;
+    plan.cu_k = args.cu_k;
+    plan.total_q = args.total_q;
+    plan.total_k = args.total_k;
+  }
   const AttnMask<Cfg::kMaskKind> mask = plan.mask;
   const int warpgroup = threadIdx.x / 128;
 
@@ -78,13 +84,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     LoaderRings<Cfg> ring;
 #pragma unroll 1
     for (uint32_t k = 0;; ++k) {
-      const WorkSlot w = work_take(bars, k);  // the loader frees the slot at once
+      const auto w = work_take(bars, k);  // the loader frees the slot at once
       if (w.code >= plan.code_end()) break;
       const uint32_t taken = smem_u32(&bars.sched_taken[k & 1]);
-      if (w.n_hi > w.n_lo)
-        producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
-                           args.div_h_ratio(w.h), w.b, taken);
-      else
+      if (w.n_hi > w.n_lo) {
+        if constexpr (Cfg::kVarlen)  // the packed tensors are one batch
+          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
+                             args.div_h_ratio(w.h), 0, taken, w.q_off, w.k_off, w.sk);
+        else
+          producer_tile<Cfg>(&tmQ, &tmK, &tmV, bars, smem, ring, w.m_block, w.n_lo, w.n_hi, w.h,
+                             args.div_h_ratio(w.h), w.b, taken);
+      } else
         mbarrier_arrive(taken);  // nothing to load: the next piece may be claimed now
     }
     return;
@@ -96,7 +106,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   c.pingpong_start();
 #pragma unroll 1
   for (uint32_t k = 0;; ++k) {
-    const WorkSlot w = work_read(bars, k);
+    const auto w = work_read(bars, k);
     if (w.code >= plan.code_end()) break;
 #if FLASHATTN_SM90_TRACE
     const uint64_t t_start = globaltimer_ns();
@@ -104,7 +114,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     const int m0 = w.m_block * Cfg::kBlockM;
     c.sm = typename Consumer<Cfg>::Softmax{};
     // Whole tiles start at key block 0: a literal keeps the mainloop's bounds as tight as V13's.
-    c.mainloop(mask, c.sm, Cfg::kStreamK ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
+    if constexpr (Cfg::kVarlen)  // the sequence's own lengths
+      c.mainloop(AttnMask<Cfg::kMaskKind>{{w.sq, w.sk}}, c.sm, 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
+    else
+      c.mainloop(mask, c.sm, Cfg::kStreamK ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
 #if FLASHATTN_SM90_TRACE
     const uint64_t t_main = globaltimer_ns();
 #endif
@@ -122,13 +135,23 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
       }
     }
-    const bool tma_epilogue = Cfg::kTmaStoreEpilogue && args.o_tma && whole && (!Cfg::kTmaStoreInQ || had_q);
-    if (Cfg::kTmaStoreInQ && whole && had_q && !args.o_tma) c.release_q_slot();
+    // Varlen: the TMA store only for tiles inside their sequence (it would write the next one's rows).
+    bool o_tma = args.o_tma;
+    if constexpr (Cfg::kVarlen) o_tma = o_tma && m0 + Cfg::kBlockM <= w.sq;
+    const bool tma_epilogue = Cfg::kTmaStoreEpilogue && o_tma && whole && (!Cfg::kTmaStoreInQ || had_q);
+    if (Cfg::kTmaStoreInQ && whole && had_q && !o_tma) c.release_q_slot();
     if (store) {
-      if (tma_epilogue)
-        epilogue_store_tma<Cfg>(&tmO, smem, bars, c.q_slot(), args, c.rO, c.sm, w.b, w.h, m0, c.wg);
-      else
-        epilogue_store<Cfg>(args, c.rO, c.sm, w.b, w.h, m0 + row_in_tile);
+      if constexpr (Cfg::kVarlen) {
+        if (tma_epilogue)
+          epilogue_store_tma<Cfg>(&tmO, smem, bars, c.q_slot(), args, c.rO, c.sm, 0, w.h, m0, c.wg, w.q_off);
+        else
+          epilogue_store<Cfg>(args, c.rO, c.sm, 0, w.h, m0 + row_in_tile, w.q_off, w.sq);
+      } else {
+        if (tma_epilogue)
+          epilogue_store_tma<Cfg>(&tmO, smem, bars, c.q_slot(), args, c.rO, c.sm, w.b, w.h, m0, c.wg);
+        else
+          epilogue_store<Cfg>(args, c.rO, c.sm, w.b, w.h, m0 + row_in_tile);
+      }
     }
 #if FLASHATTN_SM90_TRACE
     if (threadIdx.x == 128 && k < kTraceEvents) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sm90/barriers.h"
 #include "sm90/fwd/ablation.h"
@@ -30,6 +31,11 @@ struct Sm90FwdArgs {
   StreamKPlan plan;
   int* sk_counters;
   float* sk_partials;
+  // Varlen configs (Cfg::kVarlen): B + 1 offsets into the packed rows; sq / sk above are the
+  // max lengths, b the number of sequences; lse is (Hq, total_q).
+  const int* cu_q;
+  const int* cu_k;
+  int total_q, total_k;
 #if FLASHATTN_SM90_TRACE
   unsigned long long* trace;  // [gridDim.x][kTraceEvents][4]
 #endif
@@ -37,14 +43,17 @@ struct Sm90FwdArgs {
 constexpr int kTraceEvents = 64;
 
 // The CTA's mbarriers (static smem, 8-byte aligned).
-template <int kStages>
+template <int kStages, class SlotT = WorkSlot>
 struct PipelineBarriers {
+  using Slot = SlotT;
   MbarRing<2> q;        // per Q slot (Cfg::kQStages used): empty = the slot's last QK^T retired
   MbarRing<kStages> k;  // K and V of a stage have their own barriers: QK^T(j) starts on K(j) alone
   MbarRing<kStages> v;
   MbarRing<2> sched;        // work ring: scheduler thread -> loader and consumers
   uint64_t sched_taken[2];  // the loader has taken the slot (paces the claims)
-  WorkSlot work[2];
+  Slot work[2];
 };
+template <class Cfg>
+using FwdBarriers = PipelineBarriers<Cfg::kStages, std::conditional_t<Cfg::kVarlen, VarlenWorkSlot, WorkSlot>>;
 
 }  // namespace flashattn::sm90

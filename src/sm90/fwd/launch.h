@@ -28,11 +28,20 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
   if (kCausal != p.causal) return {StatusCode::kInternal, "backend sm90: the kernel's mask kind differs from the call's"};
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (Cfg::kVarlen != p.varlen()) return {StatusCode::kInternal, "backend sm90: varlen kernel and call differ"};
   CUtensorMap tmQ, tmK, tmV, tmO{};
+  // Varlen: the packed tensors are one batch of total_q (total_k) rows; the batch stride of a
+  // one-batch map is never stepped, any positive multiple of 16 bytes does.
+  const int map_b = Cfg::kVarlen ? 1 : p.b;
+  const int map_sq = Cfg::kVarlen ? p.total_q : p.sq, map_sk = Cfg::kVarlen ? p.total_k : p.sk;
+  auto one_batch = [](auto t, int rows) {
+    if (Cfg::kVarlen) t.sb = static_cast<int64_t>(rows > 0 ? rows : 1) * t.ss;
+    return t;
+  };
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
-  if (!encode_bshd(&tmQ, p.q, dt, p.b, p.sq, p.hq, p.d, Cfg::kBlockM) ||
-      !encode_bshd(&tmK, p.k, dt, p.b, p.sk, p.hkv, p.d, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d_v, Cfg::kBlockN))
+  if (!encode_bshd(&tmQ, one_batch(p.q, map_sq), dt, map_b, map_sq, p.hq, p.d, Cfg::kBlockM) ||
+      !encode_bshd(&tmK, one_batch(p.k, map_sk), dt, map_b, map_sk, p.hkv, p.d, Cfg::kBlockN) ||
+      !encode_bshd(&tmV, one_batch(p.v, map_sk), dt, map_b, map_sk, p.hkv, p.d_v, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
 
   Sm90FwdArgs args{};
@@ -47,14 +56,19 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.hq = p.hq;
   args.b = p.b;
   args.div_h_ratio = FastDiv(p.h_ratio);
+  args.cu_q = p.cu_q;
+  args.cu_k = p.cu_k;
+  args.total_q = p.total_q;
+  args.total_k = p.total_k;
   const int num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;
   if constexpr (Cfg::kTmaStoreEpilogue) {
-    const bool aligned = reinterpret_cast<uintptr_t>(p.o.ptr) % 16 == 0 && p.o.ss > 0 && p.o.ss % 8 == 0 &&
-                         p.o.sh > 0 && p.o.sh % 8 == 0 && p.o.sb > 0 && p.o.sb % 8 == 0;
-    args.o_tma = aligned && encode_bshd(&tmO, p.o, dt, p.b, p.sq, p.hq, p.d_v, 64);
+    const auto o = one_batch(p.o, map_sq);
+    const bool aligned = reinterpret_cast<uintptr_t>(o.ptr) % 16 == 0 && o.ss > 0 && o.ss % 8 == 0 &&
+                         o.sh > 0 && o.sh % 8 == 0 && o.sb > 0 && o.sb % 8 == 0;
+    args.o_tma = aligned && encode_bshd(&tmO, o, dt, map_b, map_sq, p.hq, p.d_v, 64);
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
@@ -102,9 +116,11 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
-// Defined in instantiations/fwd_d{64,128,256}.cu.
+// Defined in instantiations/fwd_d{64,96,128,192,256}.cu and fwd_varlen_d*.cu.
 template <int D, bool Bf16>
 Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
+template <int D, bool Bf16>
+Status run_fwd_varlen(const detail::FwdParams& p, cudaStream_t stream);
 
 // Picks the table's configuration for the mask and length. Identical choices collapse into one
 // instantiation (same Sm90FwdConfig type).
@@ -115,6 +131,11 @@ Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
     if (p.sq < short_causal_seqlen(D)) return launch_fwd<TableConfig<D, Bf16, true, true>>(p, stream);
   }
   return launch_fwd<TableConfig<D, Bf16, true>>(p, stream);
+}
+
+template <int D, bool Bf16>
+Status run_fwd_varlen_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
+  return p.causal ? launch_fwd<VarlenConfig<D, Bf16, true>>(p, stream) : launch_fwd<VarlenConfig<D, Bf16, false>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

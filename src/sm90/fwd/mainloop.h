@@ -25,7 +25,7 @@ struct Consumer {
   static constexpr int kP = Cfg::kPSteps;
   using Softmax = OnlineSoftmax<kS, Cfg::kConditionalRescale>;
 
-  PipelineBarriers<Cfg::kStages>& bars;
+  FwdBarriers<Cfg>& bars;
   uint32_t smem;
   int wg;  // consumer warpgroup index (0 or 1)
   // Ring positions, carried across the tiles of a persistent CTA (same sequence as the producer).
@@ -119,8 +119,16 @@ struct Consumer {
   template <int kMask = -1>
   __device__ __forceinline__ bool mask_and_softmax(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
-    if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN)))
-      mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
+    if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN))) {
+      if constexpr (Cfg::kVarlen) {
+        // The block crossing the sequence's end holds keys [sk - BlockN, sk) (producer.h): the
+        // ones below n * BlockN belong to the next block, already counted.
+        const int n0 = n * Cfg::kBlockN, sk = mask.rule.sk;
+        mask.apply(rS, row0, (n0 + Cfg::kBlockN > sk ? sk - Cfg::kBlockN : n0) + 2 * (threadIdx.x & 3), n0);
+      } else {
+        mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
+      }
+    }
     return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
   }
 

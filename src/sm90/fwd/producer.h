@@ -18,9 +18,12 @@ struct LoaderRings {
 
 template <class Cfg>
 __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, const void* tmV,
-                                              PipelineBarriers<Cfg::kStages>& bars, uint32_t smem, LoaderRings<Cfg>& ring,
+                                              FwdBarriers<Cfg>& bars, uint32_t smem, LoaderRings<Cfg>& ring,
                                               int m_block, int n_lo, int n_hi, int h, int hk, int b,
-                                              uint32_t taken_bar) {
+                                              uint32_t taken_bar, int q_off = 0, int k_off = 0, int sk = 0) {
+  // Varlen (b is 0: the packed tensors are one batch): rows start at the sequence's offsets, and
+  // the key block that crosses the sequence's end (sk keys) is loaded ending on its last key
+  // (config.h); rows before the packed start read as zeros.
   using namespace arch;
   // The scheduler claims the next piece once this one is down to its last kClaimLead key blocks
   // (scheduler.h); shorter pieces, or kClaimLead < 0, at once.
@@ -33,13 +36,14 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
 #pragma unroll
   for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
     tma_load_4d(smem + Cfg::kSmemQ + q_slot * Cfg::kQBytes + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
-                m_block * Cfg::kBlockM, h, b);
+                m_block * Cfg::kBlockM + (Cfg::kVarlen ? q_off : 0), h, b);
 
   // Key tiles [n_lo, n_hi) are visited from the last to the first so that masked tiles come first.
   PipelineState<Cfg::kStages> kv = ring.kv;
 #pragma unroll 1
   for (int n = n_hi - 1; n >= n_lo; --n) {
-    const int row = n * Cfg::kBlockN;
+    int row = n * Cfg::kBlockN;
+    if constexpr (Cfg::kVarlen) row = k_off + (row + Cfg::kBlockN > sk ? sk - Cfg::kBlockN : row);
     const uint32_t k_full = bars.k.full_bar(kv.stage);
     bars.k.wait_empty(kv.stage, kv.phase);
     mbarrier_arrive_expect_tx(k_full, Cfg::kKVBytes);  // full box bytes, even past Sk

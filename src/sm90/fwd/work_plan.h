@@ -16,7 +16,11 @@ struct FwdWorkPlan {
   TileOrder order;
   ItemClaims claims;
   StreamKPlan plan;
-  AttnMask<Cfg::kMaskKind> mask;
+  AttnMask<Cfg::kMaskKind> mask;  // varlen: the max lengths
+  // Varlen (Cfg::kVarlen): the packed batch's offsets and row counts.
+  const int* cu_q = nullptr;
+  const int* cu_k = nullptr;
+  int total_q = 0, total_k = 0;
 
   __device__ __forceinline__ int code_end() const { return plan.dp_tiles + 2 * plan.chunks; }
   __device__ __forceinline__ int code(int item, int p) const {
@@ -55,6 +59,22 @@ struct FwdWorkPlan {
   }
   __device__ __forceinline__ void finish() const { claims.finish(); }
 
+  // Sequence w.b of a packed batch: its offsets, and lengths clamped to the max lengths and to
+  // the packed rows (bad offsets then shrink a sequence instead of moving reads or writes out of
+  // q, k, o or lse). A tile past its sequence's rows gets no key blocks (nothing is stored).
+  __device__ __forceinline__ void describe(VarlenWorkSlot& w) const {
+    order.decode(w.code, w.m_block, w.h, w.b);
+    const int q0 = min(max(cu_q[w.b], 0), total_q), q1 = cu_q[w.b + 1];
+    const int k0 = min(max(cu_k[w.b], 0), total_k), k1 = cu_k[w.b + 1];
+    w.q_off = q0;
+    w.k_off = k0;
+    w.sq = max(0, min(min(q1 - q0, mask.rule.sq), total_q - q0));
+    w.sk = max(0, min(min(k1 - k0, mask.rule.sk), total_k - k0));
+    const int m0 = w.m_block * Cfg::kBlockM;
+    const AttnMask<Cfg::kMaskKind> seq{{w.sq, w.sk}};
+    w.n_lo = 0;
+    w.n_hi = m0 < w.sq ? seq.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN) : 0;
+  }
   // A piece's tile coordinates and key-block range.
   __device__ __forceinline__ void describe(WorkSlot& w) const {
     int tile = w.code;

@@ -1,0 +1,16 @@
+// Packed variable-length batches, head dim 96, fp16 and bf16 (own translation unit: builds in
+// parallel with the dense one).
+#include "sm90/fwd/launch.h"
+
+namespace flashattn::sm90 {
+
+template <>
+Status run_fwd_varlen<96, false>(const detail::FwdParams& p, cudaStream_t s) {
+  return run_fwd_varlen_any_mask<96, false>(p, s);
+}
+template <>
+Status run_fwd_varlen<96, true>(const detail::FwdParams& p, cudaStream_t s) {
+  return run_fwd_varlen_any_mask<96, true>(p, s);
+}
+
+}  // namespace flashattn::sm90
