@@ -14,10 +14,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -27,6 +30,7 @@
 #include "reference/cpu_reference.h"
 #include "reference/cpu_reference_inference.h"
 #include "sm80/registry.h"
+#include "sm80/varlen.h"
 
 namespace flashattn::testing {
 namespace {
@@ -250,6 +254,136 @@ TEST(Sm80VarlenDispatch, EveryHeadDimHasAVarlenKernel) {
           p.cu_q = p.cu_k = cu;
         }
       }
+}
+
+// The clamp rule of a sequence's rows (sm80/varlen.h), no GPU needed: good offsets pass through;
+// bad ones shorten or empty the sequence and never leave [0, total).
+TEST(Sm80VarlenClamp, OffsetsNeverLeaveTheTensor) {
+  struct Case {
+    int lo, hi, total, max_len;
+    int64_t start;
+    int len;
+  };
+  const Case cases[] = {
+      {0, 10, 100, 64, 0, 10},                   // plain
+      {30, 30, 100, 64, 30, 0},                  // zero length
+      {20, 90, 100, 64, 20, 64},                 // longer than max_seqlen
+      {90, 200, 100, 64, 90, 10},                // past total
+      {-7, 30, 100, 64, 0, 37},                  // negative start
+      {30, 20, 100, 64, 30, 0},                  // decreasing
+      {2000000000, INT_MIN, 100, 64, 100, 0},    // far past total, 64-bit difference
+      {INT_MIN, INT_MAX, 100, 64, 0, 64},        // the widest difference
+      {INT_MAX, INT_MIN, 100, 64, 100, 0},
+      {0, 5, 0, 64, 0, 0},                       // empty tensor
+      {5, 10, -3, 64, 0, 0},                     // negative total (never valid; still clamped)
+  };
+  for (const Case& c : cases) {
+    const int cu[2] = {c.lo, c.hi};
+    int64_t start = -1;
+    const int len = sm80::varlen_rows(cu, 0, c.total, c.max_len, start);
+    EXPECT_EQ(start, c.start) << c.lo << ".." << c.hi;
+    EXPECT_EQ(len, c.len) << c.lo << ".." << c.hi;
+    EXPECT_GE(start, 0);
+    EXPECT_LE(start + len, std::max(c.total, 0));
+  }
+}
+
+// Bad offsets on the GPU (no reference: clamped sequences may overlap): the call succeeds, every
+// write stays inside o and lse (guard rows around both keep their bytes), rows some clamped
+// sequence owns are finite (no read of the NaN guard rows around q, k and v), the others keep the
+// poison.
+TEST(Sm80VarlenBadOffsets, WritesStayInsideTheTensors) {
+  FLASHATTN_REQUIRE_GPU();
+  if (!detail::sm80_built()) GTEST_SKIP() << "sm80 family not built";
+  int dev = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "sm80 kernels need compute capability 8.0";
+  constexpr int kD = 64, kH = 2, kHk = 1, kGuard = 16;
+  const int total_q = 100, total_k = 80, max_q = 64, max_k = 70;
+  // q rows: seq0 [0, 37), seq1 empty, seq2 [20, 84), seq3 [90, 100), seq4 empty.
+  const std::vector<int32_t> cu_q{-7, 30, 20, 90, 2000000000, INT_MIN};
+  // k rows: seq0 [0, 70), seq1 empty, seq2 [10, 80), seq3 empty (its rows: out 0, lse -inf).
+  const std::vector<int32_t> cu_k{0, 75, 10, INT_MAX, -1, 80};
+  const int b = 5;
+  for (bool causal : {false, true}) {
+    const int64_t q_row = int64_t(kH) * kD, k_row = int64_t(kHk) * kD;
+    const int64_t q_alloc = (total_q + 2 * kGuard) * q_row, k_alloc = (total_k + 2 * kGuard) * k_row;
+    const int64_t lse_alloc = int64_t(kH) * total_q + 2 * kGuard;
+    DeviceBuffer q(size_t(q_alloc) * 2), k(size_t(k_alloc) * 2), v(size_t(k_alloc) * 2), o(size_t(q_alloc) * 2),
+        lse(size_t(lse_alloc) * 4), dcu_q(size_t(b + 1) * 4), dcu_k(size_t(b + 1) * 4);
+    check::fill_random(q.ptr, DType::kFloat16, q_alloc, 31, 0.3f, 1.f, nullptr);
+    check::fill_random(k.ptr, DType::kFloat16, k_alloc, 32, 0.2f, 1.f, nullptr);
+    check::fill_random(v.ptr, DType::kFloat16, k_alloc, 33, -0.4f, 1.f, nullptr);
+    for (auto [buf, row, total] : {std::tuple{&q, q_row, total_q}, {&k, k_row, total_k}, {&v, k_row, total_k}}) {
+      char* base = static_cast<char*>(buf->ptr);
+      ASSERT_EQ(cudaMemset(base, 0xFF, size_t(kGuard * row) * 2), cudaSuccess);  // NaN guards
+      ASSERT_EQ(cudaMemset(base + (kGuard + total) * row * 2, 0xFF, size_t(kGuard * row) * 2), cudaSuccess);
+    }
+    check::poison(o.ptr, DType::kFloat16, q_alloc, nullptr);
+    check::poison(lse.ptr, DType::kFloat32, lse_alloc, nullptr);
+    ASSERT_EQ(cudaMemcpy(dcu_q.ptr, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dcu_k.ptr, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+
+    detail::FwdParams p;
+    auto at = [](const DeviceBuffer& buf, int64_t elems) { return static_cast<char*>(buf.ptr) + elems * 2; };
+    p.q = {at(q, kGuard * q_row), 0, q_row, kD};
+    p.k = {at(k, kGuard * k_row), 0, k_row, kD};
+    p.v = {at(v, kGuard * k_row), 0, k_row, kD};
+    p.o = {at(o, kGuard * q_row), 0, q_row, kD};
+    p.lse = static_cast<float*>(lse.ptr) + kGuard;
+    p.b = b;
+    p.sq = max_q;
+    p.sk = max_k;
+    p.hq = kH;
+    p.hkv = kHk;
+    p.h_ratio = kH / kHk;
+    p.d = p.d_v = kD;
+    p.scale = 0.125f;
+    p.scale_log2 = static_cast<float>(0.125 * 1.4426950408889634);
+    p.causal = causal;
+    p.dtype = detail::ElemType::kFloat16;
+    p.cu_q = static_cast<const int*>(dcu_q.ptr);
+    p.cu_k = static_cast<const int*>(dcu_k.ptr);
+    p.total_q = total_q;
+    p.total_k = total_k;
+    ASSERT_TRUE(detail::sm80_supports(p).ok());
+    const Status st = detail::sm80_forward(p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+    std::vector<uint16_t> ho(static_cast<size_t>(q_alloc));
+    std::vector<float> hl(static_cast<size_t>(lse_alloc));
+    ASSERT_EQ(cudaMemcpy(ho.data(), o.ptr, ho.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(hl.data(), lse.ptr, hl.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    auto owned = [](int row) { return row < 84 || row >= 90; };  // rows of some clamped sequence
+    int64_t guard_touched = 0, owned_bad = 0, free_touched = 0;
+    for (int64_t r = 0; r < total_q + 2 * kGuard; ++r) {
+      const bool guard = r < kGuard || r >= kGuard + total_q;
+      for (int64_t e = 0; e < q_row; ++e) {
+        const uint16_t bits = ho[size_t(r * q_row + e)];
+        if (guard) guard_touched += bits != 0xFFFF;
+        else if (owned(int(r - kGuard))) owned_bad += std::isnan(half_bits_to_double(bits, DType::kFloat16));
+        else free_touched += bits != 0xFFFF;
+      }
+    }
+    for (int64_t i = 0; i < lse_alloc; ++i) {
+      const bool guard = i < kGuard || i >= kGuard + int64_t(kH) * total_q;
+      const int row = guard ? 0 : int((i - kGuard) % total_q);
+      if (guard) guard_touched += !std::isnan(hl[size_t(i)]);
+      else if (owned(row)) owned_bad += std::isnan(hl[size_t(i)]);
+      else free_touched += !std::isnan(hl[size_t(i)]);
+    }
+    EXPECT_EQ(guard_touched, 0) << (causal ? "causal" : "full") << ": writes outside o / lse";
+    EXPECT_EQ(owned_bad, 0) << (causal ? "causal" : "full") << ": NaN in rows a clamped sequence owns";
+    EXPECT_EQ(free_touched, 0) << (causal ? "causal" : "full") << ": writes to rows no sequence owns";
+    // Sequence 3's rows (no keys once clamped): out 0, lse -inf.
+    for (int row = 90; row < 100; ++row)
+      for (int h = 0; h < kH; ++h) {
+        EXPECT_TRUE(std::isinf(hl[size_t(kGuard + h * total_q + row)]) && hl[size_t(kGuard + h * total_q + row)] < 0);
+        EXPECT_EQ(ho[size_t((kGuard + row) * q_row + h * kD)], 0u);
+      }
+  }
 }
 
 }  // namespace

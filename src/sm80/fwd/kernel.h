@@ -1,7 +1,8 @@
 // The sm80 forward kernel (FlashAttention-2 structure): one CTA per (BlockM query rows, q head,
 // batch); warps split the rows; K/V tiles stream through shared memory with cp.async, walked
 // from the last key block to the first so the masked blocks come first. With a padded Cfg
-// (Sm80FwdPadded, fwd/config.h) it serves head dims d, d_v below Cfg::kHeadDim.
+// (Sm80FwdPadded, fwd/config.h) it serves head dims d, d_v below Cfg::kHeadDim; with a varlen
+// one (Sm80FwdVarlen) packed variable-length batches, batch = sequence.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,29 +22,19 @@
 #include "sm80/fwd/softmax.h"
 #include "sm80/mask.h"
 #include "sm80/smem_tile.h"
+#include "sm80/varlen.h"
 #include "sm80/warp_gemm.h"
 
 namespace flashattn::sm80 {
 
 
 // One sequence of a packed (varlen) batch, clamped so that no offset can move an access outside
-// the tensors: its first q / k row in [0, total], its lengths in [0, max length] and
-// first row + length <= total (a bad offset shortens or empties the sequence instead).
+// the tensors (sm80/varlen.h): its first q / k row in [0, total], its lengths in [0, max length]
+// and first row + length <= total (a bad offset shortens or empties the sequence instead).
 struct VarlenSeq {
   int64_t q0, k0;  // first row in the packed q / o (k / v)
   int len_q, len_k;
 };
-
-// Rows [start, start + length) of sequence i under offsets cu: clamped as above.
-__device__ __forceinline__ int varlen_rows(const int* cu, int i, int total, int max_len, int64_t& start) {
-  const int64_t lo = cu[i], hi = cu[i + 1];
-  const int64_t tot = total > 0 ? total : 0;
-  start = lo < 0 ? 0 : (lo > tot ? tot : lo);
-  int64_t len = hi - lo;
-  if (len > max_len) len = max_len;
-  if (len > tot - start) len = tot - start;
-  return len > 0 ? static_cast<int>(len) : 0;
-}
 
 __device__ __forceinline__ VarlenSeq varlen_sequence(const Sm80FwdVarlenArgs& p, int i) {
   VarlenSeq s;
