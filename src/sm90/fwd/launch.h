@@ -77,7 +77,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
   args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, (p.d + p.d_v) / 2,  // K and V bytes per key
-                               kCausal && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
+                               kCausal && !Cfg::kVarlen && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA
@@ -87,7 +87,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr int kOneCtaFrom = causal_one_cta_per_tile_seqlen(Cfg::kHeadDim);
   const int causal_mode = FLASHATTN_SM90_ABL_SCHED_CAUSAL >= 0 ? FLASHATTN_SM90_ABL_SCHED_CAUSAL
                           : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
-  const int mode = kCausal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
+  // Varlen: the persistent dynamic grid always (one CTA per tile would launch a CTA for every
+  // empty tile past a short sequence; work_plan.h skips them in dynamic mode).
+  const int mode = Cfg::kVarlen ? 2 : kCausal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
   // No split: every tile whole. Stream-K configs take every tile's key range from the plan.
   const int n_blocks = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -133,9 +135,16 @@ Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
   return launch_fwd<TableConfig<D, Bf16, true>>(p, stream);
 }
 
+// Varlen tiles go one (sequence, head) pair at a time (no L2 grouping: measured equal on
+// causal 2 x 8k, D=128, and it lets work_plan.h skip a short sequence's empty tiles); the
+// short-causal entry when the longest query sequence is short, as the dense dispatch does.
 template <int D, bool Bf16>
 Status run_fwd_varlen_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_fwd<VarlenConfig<D, Bf16, true>>(p, stream) : launch_fwd<VarlenConfig<D, Bf16, false>>(p, stream);
+  if (!p.causal) return launch_fwd<VarlenConfig<D, Bf16, false>>(p, stream);
+  if constexpr (varlen_table(D, Bf16, true, true) != varlen_table(D, Bf16, true, false)) {
+    if (p.sq < short_causal_seqlen(D)) return launch_fwd<VarlenConfig<D, Bf16, true, true>>(p, stream);
+  }
+  return launch_fwd<VarlenConfig<D, Bf16, true>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

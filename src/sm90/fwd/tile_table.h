@@ -75,15 +75,15 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
 template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
 using TableConfig = Sm90FwdConfig<tile_table(D, Bf16, Causal, ShortCausal)>;
 
-// Packed variable-length batches: the dense entry for long sequences, without the stream-K
+// Packed variable-length batches: the dense entry (short-causal by the longest query sequence), without the stream-K
 // tail (its plan assumes equal tiles; varlen tiles of one launch differ).
-constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal) {
-  Sm90FwdOptions o = tile_table(d, bf16, causal);
+constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_causal = false) {
+  Sm90FwdOptions o = tile_table(d, bf16, causal, short_causal);
   o.varlen = true;
   o.stream_k = false;
   return o;
 }
-template <int D, bool Bf16, bool Causal>
-using VarlenConfig = Sm90FwdConfig<varlen_table(D, Bf16, Causal)>;
+template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
+using VarlenConfig = Sm90FwdConfig<varlen_table(D, Bf16, Causal, ShortCausal)>;
 
 }  // namespace flashattn::sm90

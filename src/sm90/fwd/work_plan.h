@@ -74,6 +74,16 @@ struct FwdWorkPlan {
     const AttnMask<Cfg::kMaskKind> seq{{w.sq, w.sk}};
     w.n_lo = 0;
     w.n_hi = m0 < w.sq ? seq.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN) : 0;
+    // Tiles past a short sequence's rows (the grid is sized by the longest) cost a claim and a
+    // slot round trip each. In the one-pair-per-group order a pair's tiles are consecutive,
+    // its m blocks descending, so its empty ones come first: the first CTA to meet one moves
+    // the shared claim counter past them (atomicMax: it never moves back, and every tile it
+    // skips is empty, whoever would have claimed it).
+    if (m0 >= w.sq && claims.counter != nullptr && order.heads_per_group == 1) {
+      const int m_blocks = (w.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+      const int pair_base = w.code - (order.num_m_blocks - 1 - w.m_block);
+      atomicMax(claims.counter, pair_base + order.num_m_blocks - m_blocks - static_cast<int>(gridDim.x));
+    }
   }
   // A piece's tile coordinates and key-block range.
   __device__ __forceinline__ void describe(WorkSlot& w) const {
