@@ -114,6 +114,41 @@ Status resolve_backend(const BackwardArgs& args, Backend* chosen);
 // Validation only (no device queries).
 Status validate(const BackwardArgs& args);
 
+// KV-cache attention (FlashAttention 2's flash_attn_with_kvcache; decode and chunked prefill).
+// First k_new / v_new (if given) are written into the cache in place at keys
+// [cache_seqlens[b], cache_seqlens[b] + S_new) of each sequence; then q attends to the first
+// L_b = cache_seqlens[b] + S_new keys (causal: bottom-right against L_b). Cache slots at or past
+// L_b may hold anything (NaN included): they are never read, and nothing but the new keys and
+// values, out and lse is written. GQA query heads share their KV head's loads.
+struct KvCacheArgs {
+  TensorRef q;        // (B, Sq, Hq, D)
+  // Contiguous: (B, S_cache, Hkv, D) and (B, S_cache, Hkv, Dv). Paged (block_table set):
+  // (num_pages, page_size, Hkv, D|Dv), page_size a multiple of 16; key j of sequence b is row
+  // j % page_size of page block_table[b * block_table_stride + j / page_size].
+  TensorRef k_cache;
+  TensorRef v_cache;
+  TensorRef k_new;    // optional (data null: none): (B, S_new, Hkv, D)
+  TensorRef v_new;    // (B, S_new, Hkv, Dv), with k_new
+  TensorRef out;      // (B, Sq, Hq, Dv), q's dtype
+  float* lse = nullptr;  // optional (B, Hq, Sq) fp32 contiguous, natural log
+  // Keys already in each sequence's cache: device int32 (B,), or null for cache_seqlen for all.
+  // The device values are the caller's contract (0 <= cache_seqlens[b], cache_seqlens[b] +
+  // S_new <= the cache's capacity); the kernels clamp them, so a bad value gives wrong rows,
+  // never an access outside the tensors.
+  const int32_t* cache_seqlens = nullptr;
+  int cache_seqlen = 0;
+  const int32_t* block_table = nullptr;  // paged: device int32 (B, max_pages), row stride below
+  int max_pages = 0;
+  int64_t block_table_stride = 0;  // elements between block_table rows; 0 means max_pages
+  float softmax_scale = 0.0f;      // 0 means 1/sqrt(D)
+  bool causal = false;
+  int num_splits = 0;              // key splits per (sequence, KV head); 0: heuristic
+  Backend backend = Backend::kAuto;  // kAuto, kSm90 or kSm80 (one family-neutral kernel on cc >= 8.0)
+};
+
+Status forward_kvcache(const KvCacheArgs& args, cudaStream_t stream = nullptr);
+Status validate(const KvCacheArgs& args);
+
 const char* version();
 
 }  // namespace flashattn

@@ -185,6 +185,41 @@ int flashattn_backward_ex(const flashattn_backward_params_t* params, void* strea
 /* Backend that flashattn_backward_ex would pick. */
 int flashattn_resolve_backward_backend_ex(const flashattn_backward_params_t* params, int* chosen);
 
+/* ---------------------------------------------------------------------------------------------
+ * KV-cache attention (flash_attn_with_kvcache; decode). Same struct_size rules as above.
+ * k_new/v_new (data NULL: none) are appended in place at each sequence's cache_seqlens, then q
+ * attends to the first cache_seqlens + S_new keys; semantics as flashattn::KvCacheArgs.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct {
+  size_t struct_size; /* sizeof(flashattn_kvcache_params_t) as compiled by the caller */
+  /* ---- version 1 ---- */
+  flashattn_tensor_t q;       /* (B, Sq, Hq, D) */
+  flashattn_tensor_t k_cache; /* (B, S_cache, Hkv, D), or paged (num_pages, page_size, Hkv, D) */
+  flashattn_tensor_t v_cache; /* as k_cache with Dv */
+  flashattn_tensor_t k_new;   /* optional (B, S_new, Hkv, D); data NULL = none */
+  flashattn_tensor_t v_new;   /* (B, S_new, Hkv, Dv) */
+  flashattn_tensor_t out;     /* (B, Sq, Hq, Dv) */
+  float* lse;                 /* optional (B, Hq, Sq) fp32 */
+  const int32_t* cache_seqlens; /* device (B,) int32, or NULL: cache_seqlen for every sequence */
+  const int32_t* block_table;   /* paged: device (B, max_pages) int32; NULL: contiguous cache */
+  int64_t block_table_stride;   /* elements between block_table rows; 0 = max_pages */
+  int32_t cache_seqlen;
+  int32_t max_pages;
+  float softmax_scale; /* 0 = 1/sqrt(D) */
+  int32_t causal;
+  int32_t num_splits;  /* 0 = heuristic */
+  int32_t backend;     /* flashattn_backend_t (reference is not available here) */
+  /* ---- later versions append here ---- */
+} flashattn_kvcache_params_t;
+#define FLASHATTN_KVCACHE_PARAMS_SIZE_V1 \
+  (offsetof(flashattn_kvcache_params_t, backend) + sizeof(int32_t))
+static inline void flashattn_kvcache_params_init(flashattn_kvcache_params_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->struct_size = sizeof(*p);
+}
+size_t flashattn_kvcache_params_size(void);
+/* Validates, appends and launches on stream (cudaStream_t; NULL = legacy default stream). */
+int flashattn_kvcache_ex(const flashattn_kvcache_params_t* params, void* stream);
 const char* flashattn_last_error(void);
 const char* flashattn_version(void);
 

@@ -33,6 +33,11 @@ static_assert(kBackwardParamsSizes[std::size(kBackwardParamsSizes) - 1] == sizeo
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
 
+constexpr size_t kKvCacheParamsSizes[] = {FLASHATTN_KVCACHE_PARAMS_SIZE_V1};
+static_assert(kKvCacheParamsSizes[std::size(kKvCacheParamsSizes) - 1] == sizeof(flashattn_kvcache_params_t),
+              "flashattn_kvcache_params_t grew (or has tail padding): list the new version's size");
+static_assert(FLASHATTN_KVCACHE_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
+
 thread_local std::string g_last_error;
 
 int fail(const flashattn::Status& s) {
@@ -65,6 +70,15 @@ struct ParamsInfo<flashattn_backward_params_t> {
   static constexpr size_t kFirst = FLASHATTN_BACKWARD_PARAMS_SIZE_V1;
   static constexpr const size_t* kSizes = kBackwardParamsSizes;
   static constexpr size_t kCount = std::size(kBackwardParamsSizes);
+};
+
+template <>
+struct ParamsInfo<flashattn_kvcache_params_t> {
+  static constexpr const char* kName = "flashattn_kvcache_params_t";
+  static constexpr const char* kInit = "flashattn_kvcache_params_init";
+  static constexpr size_t kFirst = FLASHATTN_KVCACHE_PARAMS_SIZE_V1;
+  static constexpr const size_t* kSizes = kKvCacheParamsSizes;
+  static constexpr size_t kCount = std::size(kKvCacheParamsSizes);
 };
 
 // Copies the caller's struct into *out, fields it does not have set to their defaults (zero).
@@ -248,6 +262,38 @@ extern "C" int flashattn_resolve_backend(const flashattn_tensor_t* q, const flas
   flashattn_forward_params_t p;
   if (int rc = positional_params(q, k, v, out, lse, softmax_scale, causal, backend, &p)) return rc;
   return flashattn_resolve_backend_ex(&p, chosen);
+}
+
+extern "C" size_t flashattn_kvcache_params_size(void) { return sizeof(flashattn_kvcache_params_t); }
+
+extern "C" int flashattn_kvcache_ex(const flashattn_kvcache_params_t* params, void* stream) {
+  flashattn_kvcache_params_t p;
+  if (int rc = read_params(params, &p)) return rc;
+  const std::pair<const flashattn_tensor_t*, const char*> tensors[] = {
+      {&p.q, "q"}, {&p.k_cache, "k_cache"}, {&p.v_cache, "v_cache"}, {&p.out, "out"}, {&p.k_new, "k_new"}, {&p.v_new, "v_new"}};
+  for (auto [t, name] : tensors)
+    if ((t->data != nullptr || (t != &p.k_new && t != &p.v_new)) && check_dtype(*t, name)) return FLASHATTN_INVALID_ARGUMENT;
+  flashattn::KvCacheArgs a;
+  a.q = to_ref(p.q);
+  a.k_cache = to_ref(p.k_cache);
+  a.v_cache = to_ref(p.v_cache);
+  if (p.k_new.data != nullptr || p.v_new.data != nullptr) {
+    a.k_new = to_ref(p.k_new);
+    a.v_new = to_ref(p.v_new);
+  }
+  a.out = to_ref(p.out);
+  a.lse = p.lse;
+  a.cache_seqlens = p.cache_seqlens;
+  a.cache_seqlen = p.cache_seqlen;
+  a.block_table = p.block_table;
+  a.block_table_stride = p.block_table_stride;
+  a.max_pages = p.max_pages;
+  a.softmax_scale = p.softmax_scale;
+  a.causal = p.causal != 0;
+  a.num_splits = p.num_splits;
+  a.backend = static_cast<flashattn::Backend>(p.backend);
+  flashattn::Status s = flashattn::forward_kvcache(a, static_cast<cudaStream_t>(stream));
+  return s.ok() ? FLASHATTN_OK : fail(s);
 }
 
 extern "C" const char* flashattn_last_error(void) { return g_last_error.c_str(); }

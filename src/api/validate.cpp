@@ -45,6 +45,8 @@ bool offsets_fit(const TensorRef& t) {
   return bytes <= static_cast<__int128>(std::numeric_limits<int64_t>::max());
 }
 
+}  // namespace
+
 Status check_tensor_layout(const TensorRef& t, const char* name, bool empty) {
   for (int i = 0; i < 4; ++i) {
     if (t.shape[i] < 0) return invalid(std::string(name) + ": negative size " + shape_str(t));
@@ -77,6 +79,10 @@ Status check_dtype16(const TensorRef& t, const char* name) {
                    " (float16 or bfloat16)");
   return Status::Ok();
 }
+
+std::string shape_string(const TensorRef& t) { return shape_str(t); }
+
+namespace {
 
 bool has_elements(const TensorRef& t) {
   return t.shape[0] > 0 && t.shape[1] > 0 && t.shape[2] > 0 && t.shape[3] > 0;

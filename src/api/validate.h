@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "common/params.h"
 #include "flashattn/flashattn.h"
@@ -10,6 +11,18 @@ namespace flashattn::detail {
 
 // Validates `a`; on success fills `*p` (when non-null) and sets `*empty` when any size is 0.
 Status validate_and_convert(const ForwardArgs& a, FwdParams* p, bool* empty);
+
+// The KV-cache call's rules (api/kvcache.cpp): the caches contiguous or paged, k_new/v_new
+// matching them, out/lse like the forward's, and out not sharing a byte with any input.
+Status validate_and_convert(const KvCacheArgs& a, KvCacheParams* p, bool* empty);
+
+// Rules every tensor argument follows, for the validators of each call: sizes and strides
+// non-negative and within int32 (empty: only those); otherwise unit head-dim stride, other
+// strides multiples of 8 elements, a non-null 16-byte aligned base, offsets within int64.
+Status check_tensor_layout(const TensorRef& t, const char* name, bool empty);
+// float16 or bfloat16.
+Status check_dtype16(const TensorRef& t, const char* name);
+std::string shape_string(const TensorRef& t);
 
 // The backward's rules: q, k, v, out as the forward takes them, dout/dq like q, dk/dv like k/v,
 // lse present and aligned, and no gradient sharing a byte with an input or another gradient.
