@@ -71,6 +71,13 @@ if [ $sanitize = 1 ]; then
   # D=256 (split columns, dQ staged over the ring stage) and a padded head dim with Dv != D.
   filt="$filt:Grid/BackwardGrid.MatchesFp64/sm90_b1_sq113_sk1000_h8x2_d256_causal_bf16"
   filt="$filt:Grid/BackwardGrid.MatchesFp64/sm90_b2_sq300_sk517_h6x2_d192v128_bf16"
+  # Varlen (sm90: shifted last key block, empty-tile skip, direct and TMA stores; sm80), and
+  # the KV-cache kernels (append, paged gather, split combine).
+  filt="$filt:Grid/Varlen.MatchesReferenceAndTouchesOnlyItsRows/sm90_mixed_d128v128_causal_fp16_h16x2"
+  filt="$filt:Grid/Varlen.MatchesReferenceAndTouchesOnlyItsRows/sm90_mixed_d64v64_full_bf16_h16x2"
+  filt="$filt:Grid/Sm80Varlen.MatchesReferenceAndLeaksNothing/d128v128_causal_bf16_mixed"
+  filt="$filt:Grid/KvCache.MatchesReferenceAndWritesOnlyNewKeys/paged64_d128_gqa8_causal_sq4"
+  filt="$filt:Grid/KvCache.MatchesReferenceAndWritesOnlyNewKeys/contig_d192_v128_causal"
   for tool in memcheck racecheck synccheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/flashattn_gpu_tests" \
       --gtest_filter="$filt" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
