@@ -32,6 +32,7 @@ if _torch is not None:
                              bwd_op, flash_attn_backward, flash_attn_forward, flash_attn_func,
                              fwd_op, which_backend, which_backward_backend)
         from ._varlen import flash_attn_varlen_func  # noqa: E402
+        from ._kvcache import flash_attn_with_kvcache  # noqa: E402
     except Exception as e:  # noqa: BLE001  a torch this binding cannot use: keep the ctypes layer
         import warnings
 

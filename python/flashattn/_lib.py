@@ -9,6 +9,8 @@ appends are appended to the mirrors too.
 
 The backward entry points are optional: a library built before them still loads and runs the
 forward; has_backward() says whether backward() can be called, backward_unavailable() why not.
+The KV-cache entry point (flashattn_kvcache_ex, KvCacheParams, kvcache()) is optional the same
+way: has_kvcache() / kvcache_unavailable().
 
 Library search order (first hit wins):
   1. $FLASHATTN_LIBRARY (an explicit path always overrides);
@@ -28,7 +30,8 @@ __all__ = [
     "load_library", "library_version", "last_error", "forward", "resolve_backend", "make_tensor",
     "make_forward_params", "forward_params_size", "raise_for_status", "BackwardParams",
     "make_backward_params", "backward_params_size", "backward", "resolve_backward_backend",
-    "has_backward", "backward_unavailable",
+    "has_backward", "backward_unavailable", "KvCacheParams", "make_kvcache_params",
+    "kvcache_params_size", "kvcache", "has_kvcache", "kvcache_unavailable",
 ]
 
 LIBRARY_ENV = "FLASHATTN_LIBRARY"
@@ -126,6 +129,31 @@ class BackwardParams(ctypes.Structure):
     ]
 
 
+class KvCacheParams(ctypes.Structure):
+    """flashattn_kvcache_params_t, field for field (flashattn_c.h). Append only, as the header
+    does. Zero-filled like ForwardParams; make_kvcache_params sets struct_size."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        # version 1
+        ("q", FlashattnTensor),
+        ("k_cache", FlashattnTensor),
+        ("v_cache", FlashattnTensor),
+        ("k_new", FlashattnTensor),   # data NULL: no new keys
+        ("v_new", FlashattnTensor),
+        ("out", FlashattnTensor),
+        ("lse", ctypes.c_void_p),
+        ("cache_seqlens", ctypes.c_void_p),  # device int32 (B,), or NULL: cache_seqlen for all
+        ("block_table", ctypes.c_void_p),    # device int32 (B, max_pages), or NULL: contiguous
+        ("block_table_stride", ctypes.c_int64),
+        ("cache_seqlen", ctypes.c_int32),
+        ("max_pages", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("num_splits", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+    ]
+
+
 def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
                 stride: Sequence[int]) -> FlashattnTensor:
     if len(shape) != 4 or len(stride) != 4:
@@ -159,6 +187,26 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
                           1 if deterministic else 0, _backend_id(backend))
 
 
+def make_kvcache_params(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: FlashattnTensor,
+                        out: FlashattnTensor, k_new: Optional[FlashattnTensor] = None,
+                        v_new: Optional[FlashattnTensor] = None, lse_ptr: int = 0,
+                        cache_seqlens_ptr: int = 0, cache_seqlen: int = 0,
+                        block_table_ptr: int = 0, max_pages: int = 0,
+                        block_table_stride: int = 0, softmax_scale: float = 0.0,
+                        causal: bool = False, num_splits: int = 0,
+                        backend="auto") -> KvCacheParams:
+    """A KvCacheParams with struct_size set and the given fields; k_new / v_new None: no new
+    keys (their descriptors stay zero, data NULL)."""
+    # Positional: one constructor call (host time per decode step matters).
+    return KvCacheParams(ctypes.sizeof(KvCacheParams), q, k_cache, v_cache,
+                         k_new if k_new is not None else FlashattnTensor(),
+                         v_new if v_new is not None else FlashattnTensor(), out,
+                         int(lse_ptr) or None, int(cache_seqlens_ptr) or None,
+                         int(block_table_ptr) or None, int(block_table_stride), int(cache_seqlen),
+                         int(max_pages), float(softmax_scale), 1 if causal else 0, int(num_splits),
+                         _backend_id(backend))
+
+
 def _candidates():
     env = os.environ.get(LIBRARY_ENV)
     if env:
@@ -190,6 +238,8 @@ _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 # Why backward() cannot run with the loaded library (None: it can). Set by load_library().
 _bwd_unavailable: Optional[str] = "libflashattn is not loaded yet"
+# Why kvcache() cannot run with the loaded library (None: it can). Set by load_library().
+_kvc_unavailable: Optional[str] = "libflashattn is not loaded yet"
 
 
 def load_library() -> ctypes.CDLL:
@@ -221,6 +271,7 @@ def load_library() -> ctypes.CDLL:
         lib.flashattn_version.argtypes = []
         lib.flashattn_version.restype = ctypes.c_char_p
         _declare_backward(lib)
+        _declare_kvcache(lib)
         _lib = lib
         return lib
 
@@ -258,6 +309,57 @@ def _declare_backward(lib: ctypes.CDLL) -> None:
                             f"package built from the same tree")
         return
     _bwd_unavailable = None
+
+
+def _declare_kvcache(lib: ctypes.CDLL) -> None:
+    """Declare flashattn_kvcache_ex / flashattn_kvcache_params_size when the library has them
+    and check KvCacheParams against the library's struct (as _declare_backward does: a library
+    without them, or with another struct size, still loads; kvcache() then says why not)."""
+    global _kvc_unavailable
+    names = ("flashattn_kvcache_ex", "flashattn_kvcache_params_size")
+    missing = [n for n in names if not hasattr(lib, n)]
+    if missing:
+        _kvc_unavailable = (f"libflashattn ({lib._name}) has no KV-cache entry point: "
+                            f"{', '.join(missing)} not exported (a library built before it; "
+                            f"rebuild it)")
+        return
+    lib.flashattn_kvcache_ex.argtypes = [ctypes.POINTER(KvCacheParams), ctypes.c_void_p]
+    lib.flashattn_kvcache_ex.restype = ctypes.c_int
+    lib.flashattn_kvcache_params_size.argtypes = []
+    lib.flashattn_kvcache_params_size.restype = ctypes.c_size_t
+    theirs, ours = int(lib.flashattn_kvcache_params_size()), ctypes.sizeof(KvCacheParams)
+    if theirs != ours:
+        _kvc_unavailable = (f"libflashattn ({lib._name}) and this binding disagree on "
+                            f"flashattn_kvcache_params_t: the library's is {theirs} bytes, "
+                            f"flashattn/_lib.py's KvCacheParams {ours}; use a library and "
+                            f"package built from the same tree")
+        return
+    _kvc_unavailable = None
+
+
+def kvcache_unavailable() -> Optional[str]:
+    """None when kvcache() can run with the loaded library, else why it cannot (loads the
+    library; FileNotFoundError when there is none)."""
+    load_library()
+    return _kvc_unavailable
+
+
+def has_kvcache() -> bool:
+    """True when the library exports flashattn_kvcache_ex and its struct matches
+    KvCacheParams."""
+    try:
+        return kvcache_unavailable() is None
+    except OSError:
+        return False
+
+
+def kvcache_params_size() -> int:
+    """sizeof(flashattn_kvcache_params_t) as the loaded library was built; NotImplementedError
+    when it has no KV-cache entry point."""
+    lib = load_library()
+    if not hasattr(lib, "flashattn_kvcache_params_size"):
+        raise NotImplementedError(f"flashattn_kvcache_params_size: {_kvc_unavailable}")
+    return int(lib.flashattn_kvcache_params_size())
 
 
 def backward_unavailable() -> Optional[str]:
@@ -393,3 +495,30 @@ def resolve_backward_backend(dout: FlashattnTensor, q: FlashattnTensor, k: Flash
     rc = lib.flashattn_resolve_backward_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
     raise_for_status(rc, "flashattn_resolve_backward_backend")
     return BACKEND_NAMES.get(chosen.value, str(chosen.value))
+
+
+def kvcache(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: FlashattnTensor,
+            out: FlashattnTensor, k_new: Optional[FlashattnTensor] = None,
+            v_new: Optional[FlashattnTensor] = None, lse_ptr: int = 0,
+            cache_seqlens_ptr: int = 0, cache_seqlen: int = 0, block_table_ptr: int = 0,
+            max_pages: int = 0, block_table_stride: int = 0, softmax_scale: float = 0.0,
+            causal: bool = False, num_splits: int = 0, backend="auto", stream: int = 0) -> None:
+    """flashattn_kvcache_ex on raw descriptors; raises on a non-zero status.
+
+    k_new / v_new (both or neither) are written into the caches in place at each sequence's
+    cache_seqlens, then q attends to the first cache_seqlens + S_new keys (flashattn_c.h).
+    cache_seqlens_ptr: device int32 (B,), or 0 to use cache_seqlen for every sequence.
+    block_table_ptr: device int32 (B, max_pages) rows block_table_stride elements apart (0 =
+    max_pages), or 0 for a contiguous cache. lse_ptr: (B, Hq, Sq) fp32 contiguous or 0.
+    stream: a cudaStream_t as an int (0 = legacy default). NotImplementedError when the library
+    has no KV-cache entry point.
+    """
+    lib = load_library()
+    if _kvc_unavailable is not None:
+        raise NotImplementedError(f"flashattn_kvcache_ex: {_kvc_unavailable}")
+    params = make_kvcache_params(q, k_cache, v_cache, out, k_new, v_new, lse_ptr,
+                                 cache_seqlens_ptr, cache_seqlen, block_table_ptr, max_pages,
+                                 block_table_stride, softmax_scale, causal, num_splits, backend)
+    rc = lib.flashattn_kvcache_ex(ctypes.byref(params), int(stream) or None)
+    if rc:
+        raise_for_status(rc, "flashattn_kvcache")
