@@ -50,6 +50,29 @@ struct AttnParams {
   float scale_log2 = 0.f;  // scale * log2(e): exp(scale*(s-m)) == exp2(scale_log2*(s-m))
   bool causal = false;     // bottom-right: query i sees key j iff j <= i + (sk - sq) (common/mask.h)
   ElemType dtype = ElemType::kFloat16;
+
+  // Issue 17 score modifiers and the sliding window (FlashAttention 2's semantics). Every default
+  // is "off"; with all of them off a call is exactly the plain (or causal) attention above.
+  //
+  // Sliding window: query i sees key j iff i + sk - sq - window_left <= j <= i + sk - sq +
+  // window_right (bottom-right aligned like causal; varlen: per sequence, with its own lengths).
+  // -1 (any negative) leaves that side unbounded, so (-1, -1) is no window. causal and a window
+  // both apply (their intersection: causal is right = 0); the API stores a causal window call as
+  // right = 0. Kernels build the rule with make_local_mask (common/mask.h), MaskKind::kLocal.
+  int window_left = -1, window_right = -1;
+  // softcap > 0: each score becomes softcap * tanh(scale * q.k / softcap), after the scale and
+  // before ALiBi and masking. 0: off. (The softmax then takes finished scores: a kernel folds
+  // only log2(e) into its exp2, as reference/tiled_reference.cpp does.)
+  float softcap = 0.f;
+  // ALiBi: fp32 slopes on the device, or null (off). The score of query i and key j (after the
+  // scale and softcap) gains -slope * |i + sk - sq - j|, slope = alibi_slopes[b *
+  // alibi_batch_stride + h] for batch (varlen: sequence) b and query head h. alibi_batch_stride
+  // 0: one (Hq,) vector for every batch; hq: a contiguous (B, Hq) tensor.
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
+
+  // A window is set (on either side): the call needs MaskKind::kLocal.
+  FLASHATTN_HOST_DEVICE bool has_window() const { return window_left >= 0 || window_right >= 0; }
 };
 
 struct FwdParams : AttnParams {
