@@ -2,6 +2,7 @@
 // dv (B, S, H, Dv); lse is (B, Hq, Sq).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "flashattn/flashattn.h"
@@ -17,7 +18,31 @@ struct Problem {
   double scale = 0.0;  // 0 means 1/sqrt(d): q.k's head dim, whatever dv is
   double effective_scale() const;
   int value_dim() const { return dv > 0 ? dv : d; }
+
+  // Issue 17, with AttnParams' meanings (src/common/params.h); the defaults are "off".
+  // Sliding window: query i sees key j iff i + sk - sq - window_left <= j <= i + sk - sq +
+  // window_right, a negative side unbounded; with causal both apply (causal is right = 0).
+  int window_left = -1, window_right = -1;
+  // > 0: scores become softcap * tanh(scale * q.k / softcap), before ALiBi and the mask.
+  double softcap = 0.0;
+  // ALiBi: empty is off; else the score of (batch b, head h, query i, key j) gains
+  // -alibi_slopes[b * alibi_batch_stride + h] * |i + sk - sq - j| (stride 0: (Hq,), hq: (B, Hq)).
+  std::vector<double> alibi_slopes;
+  int64_t alibi_batch_stride = 0;
+  bool has_score_mods() const { return softcap > 0 || !alibi_slopes.empty(); }
 };
+
+// The keys [lo, hi) query row i sees under pr's causal flag and window, clamped to [0, sk]
+// (hi == lo: none). Written from the rule, independent of the kernels' common/mask.h.
+struct KeyRange {
+  int64_t lo = 0, hi = 0;
+};
+KeyRange key_range(const Problem& pr, int64_t i);
+// What the softmax of (batch b, query head h, row i, key j) takes, from dot = q_i . k_j: the
+// scaled score, softcapped, plus ALiBi's bias. Without modifiers exactly dot * scale.
+double score(const Problem& pr, int b, int h, int64_t i, int64_t j, double dot);
+// d score / d dot: scale * (1 - tanh^2) under softcap, else scale (ALiBi is a constant).
+double score_grad(const Problem& pr, double dot);
 
 // Exact attention with fp64 accumulation: the yardstick every kernel is measured against.
 void attention_fp64(const Problem& pr, const double* q, const double* k, const double* v,

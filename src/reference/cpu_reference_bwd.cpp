@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -11,12 +12,6 @@
 
 namespace flashattn::ref {
 namespace {
-
-// Keys [0, result) are visible to query row i (causal is bottom-right aligned). Written out
-// here, not taken from the kernels' mask helper, so the reference stays an independent check.
-int64_t key_end(const Problem& pr, int64_t i) {
-  return pr.causal ? std::clamp<int64_t>(i + pr.sk - pr.sq + 1, 0, pr.sk) : pr.sk;
-}
 
 // Element offset of row (b, s, h) of a contiguous (B, S, H, width) tensor: width is d for q, k,
 // dq, dk and value_dim() for v, dout, out, dv.
@@ -70,6 +65,9 @@ void attention_backward_fp64(const Problem& pr, const double* q, const double* k
   // Between consecutive keys of one head, in k (and dk) and in v (and dv).
   const int64_t k_stride = int64_t(pr.hkv) * D, v_stride = int64_t(pr.hkv) * DV;
   std::vector<double> p(static_cast<size_t>(pr.sk)), o(static_cast<size_t>(DV));
+  // q.k of the row's keys: softcap's derivative needs the pre-tanh value.
+  std::vector<double> dots(pr.has_score_mods() ? static_cast<size_t>(pr.sk) : 0);
+  const bool mods = pr.has_score_mods();
 
   for (int64_t b = 0; b < pr.b; ++b)
     for (int64_t h = 0; h < pr.hq; ++h) {
@@ -83,27 +81,35 @@ void attention_backward_fp64(const Problem& pr, const double* q, const double* k
         const double *qi = q + qrow, *doi = dout + orow;
         double* dqi = dq + qrow;
         std::fill(dqi, dqi + D, 0.0);
-        const int64_t n = key_end(pr, i);
-        if (n == 0) continue;  // sees no key: nothing flows through this row
+        const KeyRange keys = key_range(pr, i);
+        const int64_t j0 = keys.lo, n = keys.hi;  // keys [j0, n)
+        if (n <= j0) continue;  // sees no key: nothing flows through this row
 
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          p[j] = scale * dot(qi, k0 + j * k_stride, D);
+        for (int64_t j = j0; j < n; ++j) {
+          if (mods) {
+            dots[j] = dot(qi, k0 + j * k_stride, D);
+            p[j] = score(pr, int(b), int(h), i, j, dots[j]);
+          } else {
+            p[j] = scale * dot(qi, k0 + j * k_stride, D);
+          }
           mx = std::max(mx, p[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = j0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
         std::fill(o.begin(), o.end(), 0.0);
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = j0; j < n; ++j) {
           p[j] /= sum;
           axpy(p[j], v0 + j * v_stride, o.data(), DV);
         }
         // rowsum(P * dP) == dO . O: the softmax Jacobian's diagonal correction.
         const double dsum = dot(doi, o.data(), DV);
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = j0; j < n; ++j) {
           const double ds = p[j] * (dot(doi, v0 + j * v_stride, DV) - dsum);
-          axpy(scale * ds, k0 + j * k_stride, dqi, D);
-          axpy(scale * ds, qi, dk0 + j * k_stride, D);
+          // d score / d (q.k): scale, times softcap's 1 - tanh^2; ALiBi adds a constant.
+          const double g = mods ? score_grad(pr, dots[j]) : scale;
+          axpy(g * ds, k0 + j * k_stride, dqi, D);
+          axpy(g * ds, qi, dk0 + j * k_stride, D);
           axpy(p[j], doi, dv0 + j * v_stride, DV);
         }
       }
@@ -140,14 +146,31 @@ void attention_backward_lowp(const Problem& pr, DType dt, const double* q, const
         const int64_t orow = row_at(b, i, h, pr.sq, pr.hq, DV);
         const float *qi = qf.data() + qrow, *doi = dof.data() + orow;
         const double l = lse[(b * pr.hq + h) * pr.sq + i];
-        const int64_t n = std::isinf(l) && l < 0 ? 0 : key_end(pr, i);
+        const KeyRange keys = key_range(pr, i);
+        const int64_t j0 = keys.lo, n = std::isinf(l) && l < 0 ? j0 : keys.hi;  // keys [j0, n)
         std::fill(dq_acc.begin(), dq_acc.end(), 0.f);
         const float lse_f = static_cast<float>(l);
-        const float dsum = n > 0 ? dot(doi, of.data() + orow, DV) : 0.f;
-        for (int64_t j = 0; j < n; ++j) {
-          const float pj = std::exp(scale * dot(qi, k0 + j * k_stride, D) - lse_f);
+        const float dsum = n > j0 ? dot(doi, of.data() + orow, DV) : 0.f;
+        const float slope = pr.alibi_slopes.empty()
+                                ? 0.f
+                                : static_cast<float>(pr.alibi_slopes[static_cast<size_t>(b * pr.alibi_batch_stride + h)]);
+        const float cap = static_cast<float>(pr.softcap);
+        for (int64_t j = j0; j < n; ++j) {
+          // The score as a kernel forms it in fp32: scale, softcap (keeping tanh for its
+          // derivative), ALiBi. Without modifiers exactly scale * q.k.
+          float x = scale * dot(qi, k0 + j * k_stride, D), dtanh = 1.f;
+          if (pr.softcap > 0) {
+            const float t = std::tanh(x / cap);
+            x = cap * t;
+            dtanh = 1.f - t * t;
+          }
+          if (!pr.alibi_slopes.empty()) x -= slope * static_cast<float>(std::llabs(i + pr.sk - pr.sq - j));
+          const float pj = std::exp(x - lse_f);
           // dS uses the fp32 P; the 16-bit copies are what the tensor-core products consume.
-          const float ds = rnd(dt, pj * (dot(doi, v0 + j * v_stride, DV) - dsum));
+          // Softcap's 1 - tanh^2 joins dS before the rounding (the scale comes at the end).
+          float ds_f = pj * (dot(doi, v0 + j * v_stride, DV) - dsum);
+          if (pr.softcap > 0) ds_f *= dtanh;
+          const float ds = rnd(dt, ds_f);
           axpy(ds, k0 + j * k_stride, dq_acc.data(), D);
           axpy(ds, qi, dk0 + j * k_stride, D);
           axpy(rnd(dt, pj), doi, dv0 + j * v_stride, DV);
