@@ -1,6 +1,8 @@
 // Naive GPU reference: one block per (query row, head, batch), fp32 accumulation, 64-bit
 // offsets, correct for every shape the API accepts (q/k head dim d and v/out head dim d_v, each
-// anything from 1 to 256). Speed is not a goal; obviousness is.
+// anything from 1 to 256). Speed is not a goal; obviousness is. Issue 17's sliding window,
+// softcap and ALiBi (AttnParams) are written out here from their rule, not taken from the
+// kernels' helpers, so this stays an independent yardstick.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -55,6 +57,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
   // Varlen: block z is sequence z of the packed batch, rows relative to its offsets (lengths
   // clamped like the kernels': to the max lengths and the packed rows); b is then 0.
   int b = blockIdx.z, sq = p.sq, sk = p.sk;
+  const int seq = blockIdx.z;  // batch or sequence index: ALiBi's slope row
   int64_t q_off = 0, k_off = 0;
   if (p.varlen()) {
     const int q0 = min(max(p.cu_q[b], 0), p.total_q), k0 = min(max(p.cu_k[b], 0), p.total_k);
@@ -76,24 +79,43 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
   for (int d = t; d < p.d; d += kThreads) sQ[d] = to_float(q[d]);
   __syncthreads();
 
-  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{sq, sk}.key_end(i) : sk;
-  float m = -INFINITY;  // running max of raw scores
-  float l = 0.f;        // running sum of exp(scale*(s - m))
+  int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{sq, sk}.key_end(i) : sk;
+  // Keys [j_lo, n_keys) are visible. The window: i + sk - sq - left <= j <= i + sk - sq + right,
+  // a negative side unbounded; with causal both apply.
+  const int64_t diag = i + sk - sq;
+  int64_t j_lo = 0;
+  if (p.window_left >= 0) j_lo = max(diag - p.window_left, static_cast<int64_t>(0));
+  if (p.window_right >= 0) n_keys = max(min(n_keys, diag + p.window_right + 1), static_cast<int64_t>(0));
+  if (n_keys < j_lo) n_keys = j_lo;  // sees no key
+  // Softcap / ALiBi: s holds the finished score (scale, softcap, bias) and the softmax takes it
+  // as is (unit 1); without them s is the raw q.k and the scale joins in the exponent.
+  const bool mods = p.softcap > 0.f || p.alibi_slopes != nullptr;
+  const float unit = mods ? 1.f : p.scale;
+  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[seq * p.alibi_batch_stride + h] : 0.f;
+  float m = -INFINITY;  // running max of s
+  float l = 0.f;        // running sum of exp(unit*(s - m))
   float acc[kMaxHeadDim / kThreads] = {0.f, 0.f};  // out elements t, t + kThreads (< d_v)
 
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kThreads) {
+  for (int64_t j0 = j_lo; j0 < n_keys; j0 += kThreads) {
     const int64_t j = j0 + t;
     float s = -INFINITY;
     if (j < n_keys) {
       const T* kr = kb + j * p.k.ss;
       float dot = 0.f;
       for (int d = 0; d < p.d; ++d) dot = fmaf(sQ[d], to_float(kr[d]), dot);
-      s = kLowp ? to_float(from_float<T>(dot * p.scale)) / p.scale : dot;
+      if (!mods) {
+        s = kLowp ? to_float(from_float<T>(dot * p.scale)) / p.scale : dot;
+      } else {
+        float x = dot * p.scale;
+        if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+        if (p.alibi_slopes != nullptr) x -= slope * fabsf(static_cast<float>(diag - j));
+        s = kLowp ? to_float(from_float<T>(x)) : x;
+      }
     }
     const float m_new = fmaxf(m, block_max(s, red));
-    float pj = (j < n_keys) ? expf(p.scale * (s - m_new)) : 0.f;
+    float pj = (j < n_keys) ? expf(unit * (s - m_new)) : 0.f;
     if (kLowp) pj = to_float(from_float<T>(pj));
-    const float alpha = (m == -INFINITY) ? 0.f : expf(p.scale * (m - m_new));
+    const float alpha = (m == -INFINITY) ? 0.f : expf(unit * (m - m_new));
     l = l * alpha + block_sum(pj, red);
     sP[t] = pj;
     __syncthreads();
@@ -114,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) reference_fwd_kernel(FwdParams p) {
   if (p.lse != nullptr && t == 0) {
     const int64_t at = p.varlen() ? static_cast<int64_t>(h) * p.total_q + q_off + i
                                   : (static_cast<int64_t>(b) * p.hq + h) * p.sq + i;
-    p.lse[at] = l > 0.f ? m * p.scale + logf(l) : -INFINITY;
+    p.lse[at] = l > 0.f ? m * unit + logf(l) : -INFINITY;
   }
 }
 

@@ -8,7 +8,9 @@
 // A warp owns one (row, key) pair at a time with the lanes across the head dim: the loads of a
 // row are contiguous and the three dot products are warp reductions. q, k, dq, dk rows are d
 // wide; v, out, dout, dv rows d_v wide (each 1..256; lanes past a row's width hold 0). Every
-// sum runs in a fixed order, so the result is bitwise reproducible.
+// sum runs in a fixed order, so the result is bitwise reproducible. Issue 17 (AttnParams): the
+// sliding window bounds each row's keys and each key's rows; softcap's 1 - tanh^2 multiplies dS;
+// ALiBi adds a constant to the score (its gradient path is plain). Written from the rule here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,6 +65,33 @@ __device__ __forceinline__ float prob(float dot, float scale, float lse) {
   return lse == -INFINITY ? 0.f : expf(fmaf(dot, scale, -lse));
 }
 
+// Softcap and ALiBi of one (row, key) pair: P from the finished score, and dtanh = d score /
+// d (scale * q.k) (1 without softcap), which joins dS before the final scale.
+struct ScoreMods {
+  bool on = false;
+  float softcap = 0.f, slope = 0.f;
+  bool alibi = false;
+  __device__ __forceinline__ float prob_of(float dot, float scale, float lse, int64_t dist, float& dtanh) const {
+    float x = dot * scale;
+    dtanh = 1.f;
+    if (softcap > 0.f) {
+      const float th = tanhf(x / softcap);
+      x = softcap * th;
+      dtanh = 1.f - th * th;
+    }
+    if (alibi) x -= slope * fabsf(static_cast<float>(dist));
+    return lse == -INFINITY ? 0.f : expf(x - lse);
+  }
+};
+__device__ __forceinline__ ScoreMods score_mods(const BwdParams& p, int b, int h) {
+  ScoreMods m;
+  m.softcap = p.softcap;
+  m.alibi = p.alibi_slopes != nullptr;
+  m.slope = m.alibi ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+  m.on = m.softcap > 0.f || m.alibi;
+  return m;
+}
+
 // Adds each warp's partial row into the block's result in warp order (fixed, so reproducible)
 // and stores it scaled and converted. Called by every thread of the block.
 template <typename T>
@@ -95,17 +124,25 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p)
   load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, i, h), p.d_v, lane, o);
   const float lse = p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i];
   const float dsum = warp_dot(dout, o);  // rowsum(P * dP) of this row
-  const int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
+  int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
+  // The window: keys [j_lo, n_keys), i + sk - sq - left <= j <= i + sk - sq + right.
+  const int64_t diag = i + p.sk - p.sq;
+  int64_t j_lo = 0;
+  if (p.window_left >= 0) j_lo = max(diag - p.window_left, static_cast<int64_t>(0));
+  if (p.window_right >= 0) n_keys = max(min(n_keys, diag + p.window_right + 1), static_cast<int64_t>(0));
+  const ScoreMods mods = score_mods(p, b, h);
 
   const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, 0, hk);
   const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, 0, hk);
   float acc[kPerLane] = {};
-  for (int64_t j = warp; j < n_keys; j += kWarps) {
+  for (int64_t j = j_lo + warp; j < n_keys; j += kWarps) {
     float k[kPerLane], v[kPerLane];
     load_row(kb + j * p.k.ss, p.d, lane, k);
     load_row(vb + j * p.v.ss, p.d_v, lane, v);
-    const float pj = prob(warp_dot(q, k), p.scale, lse);
-    const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - dsum));
+    float dtanh = 1.f;
+    const float pj = mods.on ? mods.prob_of(warp_dot(q, k), p.scale, lse, diag - j, dtanh)
+                             : prob(warp_dot(q, k), p.scale, lse);
+    const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - dsum) * dtanh);
     FLASHATTN_UNROLL
     for (int c = 0; c < kPerLane; ++c) acc[c] = fmaf(ds, k[c], acc[c]);
   }
@@ -125,7 +162,12 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
   load_row(static_cast<const T*>(p.k.ptr) + p.k.offset(b, j, hk), p.d, lane, k);
   load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, j, hk), p.d_v, lane, v);
   // Rows before row_begin do not see this key (their P is 0): they are skipped, not masked.
-  const int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.row_begin(j) : 0;
+  int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.row_begin(j) : 0;
+  // The window: rows [first_row, end_row) see key j, j - (sk - sq) - right <= i <= j - (sk - sq) + left.
+  const int64_t anti = j - (p.sk - p.sq);
+  int64_t end_row = p.sq;
+  if (p.window_right >= 0) first_row = max(first_row, anti - p.window_right);
+  if (p.window_left >= 0) end_row = min(end_row, anti + p.window_left + 1);
 
   float dk[kPerLane] = {}, dv[kPerLane] = {};
   for (int g = 0; g < p.h_ratio; ++g) {
@@ -134,13 +176,16 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
     const T* db = static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, 0, h);
     const T* ob = static_cast<const T*>(p.o.ptr) + p.o.offset(b, 0, h);
     const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.sq;
-    for (int64_t i = first_row + warp; i < p.sq; i += kWarps) {
+    const ScoreMods mods = score_mods(p, b, h);
+    for (int64_t i = first_row + warp; i < end_row; i += kWarps) {
       float q[kPerLane], dout[kPerLane], o[kPerLane];
       load_row(qb + i * p.q.ss, p.d, lane, q);
       load_row(db + i * p.dout.ss, p.d_v, lane, dout);
       load_row(ob + i * p.o.ss, p.d_v, lane, o);
-      const float pj = prob(warp_dot(q, k), p.scale, lse_row[i]);
-      const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - warp_dot(dout, o)));
+      float dtanh = 1.f;
+      const float pj = mods.on ? mods.prob_of(warp_dot(q, k), p.scale, lse_row[i], i - anti, dtanh)
+                               : prob(warp_dot(q, k), p.scale, lse_row[i]);
+      const float ds = operand<T, kLowp>(pj * (warp_dot(dout, v) - warp_dot(dout, o)) * dtanh);
       const float pv = operand<T, kLowp>(pj);
       FLASHATTN_UNROLL
       for (int c = 0; c < kPerLane; ++c) {
