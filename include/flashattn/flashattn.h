@@ -50,6 +50,17 @@ struct ForwardArgs {
   const int32_t* cu_seqlens_k = nullptr;
   int num_seqs = 0;
   int max_seqlen_q = 0, max_seqlen_k = 0;
+
+  // Sliding window, softcap and ALiBi (FlashAttention 2's semantics; all off by default):
+  // window: query i sees key j iff i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right,
+  // -1 leaving that side unbounded (with causal, right is 0). softcap > 0: each scaled score s
+  // becomes softcap * tanh(s / softcap). alibi_slopes: device fp32 slopes, (Hq,) shared by the
+  // batch (alibi_batch_stride 0) or (B, Hq) with that many elements between batches; the score
+  // gains -slope * |i + Sk - Sq - j| after the scale and softcap.
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 };
 
 enum class StatusCode : int {
@@ -101,6 +112,11 @@ struct BackwardArgs {
   bool causal = false;         // must be the forward's
   bool deterministic = false;  // bitwise-identical dq, dk, dv across runs and streams
   Backend backend = Backend::kAuto;
+  // The forward's window, softcap and ALiBi (ForwardArgs); must be the forward's.
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 };
 
 // Validates, dispatches and launches on `stream`. Scratch comes from a library workspace per

@@ -104,6 +104,15 @@ typedef struct {
   int32_t max_seqlen_k;
   uint32_t reserved1; /* must be 0 (ends version 2 on an 8-byte boundary) */
 
+  /* ---- version 3: sliding window, softcap, ALiBi (flashattn::ForwardArgs) ----
+   * Zero is "off": the window sides are stored plus one (0 = unbounded, n + 1 = n keys). */
+  int32_t window_left_plus1;
+  int32_t window_right_plus1;
+  float softcap;       /* 0 = off */
+  uint32_t reserved2;  /* must be 0 */
+  const float* alibi_slopes;  /* device fp32 (Hq,) or (B, Hq); NULL = off */
+  int64_t alibi_batch_stride; /* 0: (Hq,) shared by the batch; else elements between batches */
+
   /* ---- later versions append here (see the rules above) ---- */
 } flashattn_forward_params_t;
 
@@ -112,6 +121,8 @@ typedef struct {
   (offsetof(flashattn_forward_params_t, reserved0) + sizeof(uint32_t))
 #define FLASHATTN_FORWARD_PARAMS_SIZE_V2 \
   (offsetof(flashattn_forward_params_t, reserved1) + sizeof(uint32_t))
+#define FLASHATTN_FORWARD_PARAMS_SIZE_V3 \
+  (offsetof(flashattn_forward_params_t, alibi_batch_stride) + sizeof(int64_t))
 
 /* Zeroes *p, sets struct_size to this header's sizeof and every field to its default.
  * Inline on purpose: it writes the size the caller was compiled with, never more. Callers
@@ -166,11 +177,21 @@ typedef struct {
   int32_t deterministic;   /* non-zero: bitwise-reproducible dq, dk, dv */
   int32_t backend;         /* flashattn_backend_t; 0 = FLASHATTN_BACKEND_AUTO */
 
+  /* ---- version 2: the forward's window, softcap and ALiBi (as flashattn_forward_params_t v3) */
+  int32_t window_left_plus1;
+  int32_t window_right_plus1;
+  float softcap;
+  uint32_t reserved0; /* must be 0 */
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
+
   /* ---- later versions append here ---- */
 } flashattn_backward_params_t;
 
 #define FLASHATTN_BACKWARD_PARAMS_SIZE_V1 \
   (offsetof(flashattn_backward_params_t, backend) + sizeof(int32_t))
+#define FLASHATTN_BACKWARD_PARAMS_SIZE_V2 \
+  (offsetof(flashattn_backward_params_t, alibi_batch_stride) + sizeof(int64_t))
 
 static inline void flashattn_backward_params_init(flashattn_backward_params_t* p) {
   memset(p, 0, sizeof(*p));

@@ -14,7 +14,8 @@ namespace {
 
 // Every size a version of flashattn_forward_params_t has had, oldest first; the last is this
 // header's sizeof. A new version appends its FLASHATTN_FORWARD_PARAMS_SIZE_V<n>.
-constexpr size_t kForwardParamsSizes[] = {FLASHATTN_FORWARD_PARAMS_SIZE_V1, FLASHATTN_FORWARD_PARAMS_SIZE_V2};
+constexpr size_t kForwardParamsSizes[] = {FLASHATTN_FORWARD_PARAMS_SIZE_V1, FLASHATTN_FORWARD_PARAMS_SIZE_V2,
+                                           FLASHATTN_FORWARD_PARAMS_SIZE_V3};
 
 static_assert(offsetof(flashattn_forward_params_t, struct_size) == 0, "struct_size must come first");
 static_assert(kForwardParamsSizes[std::size(kForwardParamsSizes) - 1] == sizeof(flashattn_forward_params_t),
@@ -25,7 +26,7 @@ static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 % 8 == 0, "a version must end on 
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 <= FLASHATTN_PARAMS_MAX_SIZE);
 
 // The same for flashattn_backward_params_t.
-constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1};
+constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1, FLASHATTN_BACKWARD_PARAMS_SIZE_V2};
 
 static_assert(offsetof(flashattn_backward_params_t, struct_size) == 0, "struct_size must come first");
 static_assert(kBackwardParamsSizes[std::size(kBackwardParamsSizes) - 1] == sizeof(flashattn_backward_params_t),
@@ -141,6 +142,12 @@ int build_args(const flashattn_forward_params_t* params, flashattn::ForwardArgs*
   if (int rc = check_dtype(p.out, "out")) return rc;
   if (p.reserved0 != 0) return invalid("params.reserved0: must be 0");
   if (p.reserved1 != 0) return invalid("params.reserved1: must be 0");
+  if (p.reserved2 != 0) return invalid("params.reserved2: must be 0");
+  a->window_left = p.window_left_plus1 - 1;
+  a->window_right = p.window_right_plus1 - 1;
+  a->softcap = p.softcap;
+  a->alibi_slopes = p.alibi_slopes;
+  a->alibi_batch_stride = p.alibi_batch_stride;
   a->cu_seqlens_q = p.cu_seqlens_q;
   a->cu_seqlens_k = p.cu_seqlens_k;
   a->num_seqs = p.num_seqs;
@@ -178,6 +185,12 @@ int build_args(const flashattn_backward_params_t* params, flashattn::BackwardArg
   a->causal = p.causal != 0;
   a->deterministic = p.deterministic != 0;
   a->backend = static_cast<flashattn::Backend>(p.backend);  // range checked by validation
+  if (p.reserved0 != 0) return invalid("params.reserved0: must be 0");
+  a->window_left = p.window_left_plus1 - 1;
+  a->window_right = p.window_right_plus1 - 1;
+  a->softcap = p.softcap;
+  a->alibi_slopes = p.alibi_slopes;
+  a->alibi_batch_stride = p.alibi_batch_stride;
   return FLASHATTN_OK;
 }
 

@@ -192,6 +192,15 @@ Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empt
   const int ab = static_cast<int>(a.backend);
   if (ab < 0 || ab > static_cast<int>(Backend::kReference))
     return invalid("backend: unknown value " + std::to_string(ab));
+  if (a.window_left < -1) return invalid("window_left: " + std::to_string(a.window_left) + " (-1 for unbounded, or >= 0)");
+  if (a.window_right < -1) return invalid("window_right: " + std::to_string(a.window_right) + " (-1 for unbounded, or >= 0)");
+  if (!std::isfinite(a.softcap) || a.softcap < 0.f)
+    return invalid("softcap: must be finite and >= 0 (0 means off), got " + std::to_string(a.softcap));
+  if (a.alibi_slopes != nullptr && reinterpret_cast<uintptr_t>(a.alibi_slopes) % 4 != 0)
+    return invalid("alibi_slopes: pointer is not 4-byte aligned");
+  if (a.alibi_batch_stride < 0 || (a.alibi_batch_stride != 0 && a.alibi_batch_stride < q.shape[2]))
+    return invalid("alibi_batch_stride: " + std::to_string(a.alibi_batch_stride) +
+                   " (0 for one (Hq,) vector, else >= Hq = " + std::to_string(q.shape[2]) + ")");
 
   // A zero head dim is not an empty call: out (Dv > 0) would be the mean of v's rows, lse
   // (Dv = 0) log(Sk). Neither is worth a code path: refused even when other sizes are 0.
@@ -237,6 +246,12 @@ Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empt
   r.scale_log2 = r.scale * 1.4426950408889634f;
   r.causal = a.causal;
   r.dtype = q.dtype == DType::kFloat16 ? ElemType::kFloat16 : ElemType::kBFloat16;
+  // A causal call with a window: the intersection, i.e. right = 0 (params.h).
+  r.window_left = a.window_left;
+  r.window_right = a.causal && (a.window_left >= 0 || a.window_right >= 0) ? 0 : a.window_right;
+  r.softcap = a.softcap;
+  r.alibi_slopes = a.alibi_slopes;
+  r.alibi_batch_stride = a.alibi_slopes != nullptr ? a.alibi_batch_stride : 0;
   return Status::Ok();
 }
 }  // namespace
@@ -420,6 +435,11 @@ Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out
   fa.softmax_scale = a.softmax_scale;
   fa.causal = a.causal;
   fa.backend = a.backend;
+  fa.window_left = a.window_left;
+  fa.window_right = a.window_right;
+  fa.softcap = a.softcap;
+  fa.alibi_slopes = a.alibi_slopes;
+  fa.alibi_batch_stride = a.alibi_batch_stride;
   FwdParams fp;
   bool empty = false;
   Status s = validate_and_convert(fa, &fp, &empty);

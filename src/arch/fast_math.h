@@ -10,4 +10,11 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
   return y;
 }
 
+// tanh on MUFU.TANH (sm_75+; max relative error about 2^-11): the softcap of issue 17.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace flashattn::arch

@@ -83,6 +83,9 @@ bool sm80_built() { return true; }
 // largest kernel would be refused. Varlen (packed) calls run on the kernel head dim's varlen
 // kernel, under the same head-dim, dtype and grid limits (batch: the number of sequences).
 Status sm80_supports(const FwdParams& p) {
+  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+    return {StatusCode::kNotSupported, "backend sm80: window_size / softcap / ALiBi not implemented yet"};
+  }
   if (p.varlen() && p.cu_k == nullptr) {
     return {StatusCode::kNotSupported, "backend sm80: a varlen call needs both cu_seqlens_q and cu_seqlens_k"};
   }

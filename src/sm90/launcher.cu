@@ -15,6 +15,11 @@ bool sm90_built() { return true; }
 // The device's capability (9.0) is choose_backend's check, and p.scale > 0 validation's
 // (src/api/backends.h): only what the sm90 kernels add is checked here.
 Status sm90_supports(const FwdParams& p) {
+  // Windows, softcap and ALiBi run on the feature kernels (dense batches only, for now).
+  if ((p.has_window() || p.softcap > 0.f) && p.varlen())
+    return {StatusCode::kNotSupported, "backend sm90: window_size / softcap with varlen not implemented yet"};
+  if (p.alibi_slopes != nullptr && p.varlen())
+    return {StatusCode::kNotSupported, "backend sm90: ALiBi with varlen not implemented yet"};
   if (sm90::fwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: head dims " + std::to_string(p.d) + "/" + std::to_string(p.d_v) +
                                            " not supported (up to 256)"};
@@ -37,6 +42,15 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // A head dim between two instantiated ones runs on the larger kernel: TMA fills the columns
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
+  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+    switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
+      case 64: return bf16 ? sm90::run_fwd_feature<64, true>(p, stream) : sm90::run_fwd_feature<64, false>(p, stream);
+      case 96: return bf16 ? sm90::run_fwd_feature<96, true>(p, stream) : sm90::run_fwd_feature<96, false>(p, stream);
+      case 128: return bf16 ? sm90::run_fwd_feature<128, true>(p, stream) : sm90::run_fwd_feature<128, false>(p, stream);
+      case 192: return bf16 ? sm90::run_fwd_feature<192, true>(p, stream) : sm90::run_fwd_feature<192, false>(p, stream);
+      default: return bf16 ? sm90::run_fwd_feature<256, true>(p, stream) : sm90::run_fwd_feature<256, false>(p, stream);
+    }
+  }
   if (p.varlen()) {
     switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
       case 64: return bf16 ? sm90::run_fwd_varlen<64, true>(p, stream) : sm90::run_fwd_varlen<64, false>(p, stream);

@@ -170,7 +170,7 @@ TEST(CApiParams, ReservedMustBeZero) {
 }
 
 TEST(CApiParams, VersionTwoCarriesVarlen) {
-  EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V2, sizeof(flashattn_forward_params_t));
+  EXPECT_LT(FLASHATTN_FORWARD_PARAMS_SIZE_V2, sizeof(flashattn_forward_params_t));
   EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V2 % 8, 0u);
   flashattn_forward_params_t p = params(0);
   p.reserved1 = 1;
@@ -184,6 +184,24 @@ TEST(CApiParams, VersionTwoCarriesVarlen) {
   p.max_seqlen_q = 4;
   EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(flashattn_last_error(), "cu_seqlens_k")) << flashattn_last_error();
+}
+
+TEST(CApiParams, VersionThreeCarriesWindowSoftcapAlibi) {
+  EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V3, sizeof(flashattn_forward_params_t));
+  EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V2, sizeof(flashattn_backward_params_t));
+  flashattn_forward_params_t p = params(1);
+  p.reserved2 = 1;
+  EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "reserved2")) << flashattn_last_error();
+  // Stored plus one: 0 is unbounded, -1 would be the invalid window -2.
+  p = params(1);
+  p.window_left_plus1 = -1;
+  EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "window_left: -2")) << flashattn_last_error();
+  p = params(1);
+  p.softcap = -1.f;
+  EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "softcap")) << flashattn_last_error();
 }
 
 TEST(CApiParams, BadTensorsAreNamed) {

@@ -347,3 +347,44 @@ TEST(ValidationVarlen, CallsWithoutQueryRowsAreEmpty) {
     EXPECT_TRUE(forward(a).ok()) << which;  // nothing launched: fine without a GPU
   }
 }
+
+// ---- Sliding window, softcap, ALiBi ----
+TEST(ValidationFeatures, ValuesAreCheckedAndConverted) {
+  ForwardArgs a = good();
+  a.window_left = -2;
+  expect_invalid(a, "window_left: -2");
+  a = good();
+  a.window_right = -5;
+  expect_invalid(a, "window_right: -5");
+  a = good();
+  a.softcap = -1.f;
+  expect_invalid(a, "softcap");
+  a = good();
+  a.softcap = std::numeric_limits<float>::infinity();
+  expect_invalid(a, "softcap");
+  a = good();
+  a.softcap = std::nanf("");
+  expect_invalid(a, "softcap");
+  a = good();
+  alignas(16) static float slopes[16] = {};
+  a.alibi_slopes = reinterpret_cast<const float*>(reinterpret_cast<const char*>(slopes) + 2);
+  expect_invalid(a, "alibi_slopes: pointer");
+  a = good();
+  a.alibi_slopes = slopes;
+  a.alibi_batch_stride = 3;  // below Hq = 8
+  expect_invalid(a, "alibi_batch_stride");
+  a.alibi_batch_stride = 8;
+  EXPECT_TRUE(validate(a).ok());
+  // A causal call with a window keeps right = 0 (the intersection).
+  a = good();
+  a.causal = true;
+  a.window_left = 100;
+  a.window_right = 7;
+  detail::FwdParams p;
+  bool empty = true;
+  ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+  EXPECT_EQ(p.window_left, 100);
+  EXPECT_EQ(p.window_right, 0);
+  EXPECT_TRUE(p.has_window());
+  EXPECT_TRUE(p.causal);
+}

@@ -9,6 +9,8 @@
 namespace flashattn::detail {
 
 Status sm90_supports(const BwdParams& p) {
+  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+    return {StatusCode::kNotSupported, "backend sm90: no backward kernel for window_size / softcap / ALiBi yet"};
   if (sm90::bwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: no backward kernel for head dims " + std::to_string(p.d) + "/" +
                                            std::to_string(p.d_v) + " (up to 256)"};

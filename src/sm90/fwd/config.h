@@ -28,6 +28,7 @@ struct Sm90FwdOptions {
   bool stream_k = false;
   bool double_q = true;
   bool varlen = false;  // packed variable-length batches (cu_seqlens): per-sequence offsets and lengths
+  bool softcap = false;  // scores through softcap * tanh(scale * s / softcap) when the call sets one
   MaskKind mask = MaskKind::kNone;  // compile-time: causal and non-causal are separate kernels
   friend constexpr bool operator==(const Sm90FwdOptions&, const Sm90FwdOptions&) = default;
 };
@@ -69,7 +70,13 @@ struct Sm90FwdConfig {
   // Stream-K tail (stream_k.h): the tiles of a partial last wave are split along the keys over
   // all CTAs and merged. Non-causal configs only (causal tiles differ in cost; the dynamic
   // longest-first scheduler balances them), so the causal kernels carry none of its code.
-  static constexpr bool kStreamK = O.stream_k && O.persistent && !O.varlen;
+  static constexpr bool kStreamK = O.stream_k && O.persistent && !O.varlen && O.mask != MaskKind::kLocal;
+  static constexpr bool kLocal = O.mask == MaskKind::kLocal;
+  // Softcap (issue 17): S <- tanh(S * scale / softcap) before the mask, the softmax then in
+  // units of softcap (scale_log2 = softcap * log2 e): one FMUL and one MUFU.TANH per score.
+  // A run-time switch inside the kernel that has it (args.softcap_scale > 0), as is ALiBi there
+  // (args.alibi: one FMA per score with the distance to the diagonal).
+  static constexpr bool kSoftcap = O.softcap;
   // Varlen: tiles of a packed batch (per-sequence row offsets and lengths travel in the work
   // slot). The key block that crosses a sequence's end is loaded shifted back so that it ends
   // on the sequence's last key (keys before the shift's start are masked): no row of another

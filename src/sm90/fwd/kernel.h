@@ -38,6 +38,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 
   FwdWorkPlan<Cfg> plan{args.order, ItemClaims{args.tile_counter}, args.plan,
                         AttnMask<Cfg::kMaskKind>{{args.sq, args.sk}}};
+  if constexpr (Cfg::kLocal) {
+    plan.mask.rule.left = args.window_left;
+    plan.mask.rule.right = args.window_right;
+  }
   if constexpr (Cfg::kVarlen) {
     plan.cu_q = args.cu_q;
     plan.cu_k = args.cu_k;
@@ -101,6 +105,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   }
   setmaxnreg_inc<Cfg::kConsumerRegs>();
   Consumer<Cfg> c{bars, smem, warpgroup - 1};
+  if constexpr (Cfg::kSoftcap) c.softcap_scale = args.softcap_scale;
   const int t_in_wg = threadIdx.x % 128;
   const int row_in_tile = 64 * c.wg + 16 * (t_in_wg / 32) + (t_in_wg % 32) / 4;
   c.pingpong_start();
@@ -113,11 +118,16 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #endif
     const int m0 = w.m_block * Cfg::kBlockM;
     c.sm = typename Consumer<Cfg>::Softmax{};
+    if constexpr (Cfg::kSoftcap) {
+      // In units of S: the softmax takes S * scale_log2 to exp2, ALiBi's bias is natural-log.
+      if (args.alibi != nullptr)
+        c.alibi_coef = -args.alibi[w.b * args.alibi_bstride + w.h] * 1.4426950408889634f / args.scale_log2;
+    }
     // Whole tiles start at key block 0: a literal keeps the mainloop's bounds as tight as V13's.
     if constexpr (Cfg::kVarlen)  // the sequence's own lengths
       c.mainloop(AttnMask<Cfg::kMaskKind>{{w.sq, w.sk}}, c.sm, 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
     else
-      c.mainloop(mask, c.sm, Cfg::kStreamK ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
+      c.mainloop(mask, c.sm, (Cfg::kStreamK || Cfg::kLocal) ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);
 #if FLASHATTN_SM90_TRACE
     const uint64_t t_main = globaltimer_ns();
 #endif

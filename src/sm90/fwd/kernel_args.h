@@ -36,6 +36,13 @@ struct Sm90FwdArgs {
   const int* cu_q;
   const int* cu_k;
   int total_q, total_k;
+  // kLocal configs: the window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask).
+  int window_left, window_right;
+  // kSoftcap configs: scale / softcap, or 0 (off); scale_log2 is then softcap * log2(e).
+  float softcap_scale;
+  // kSoftcap configs (the feature kernels) also take ALiBi: slopes (b * alibi_bstride + h), or null.
+  const float* alibi;
+  int64_t alibi_bstride;
 #if FLASHATTN_SM90_TRACE
   unsigned long long* trace;  // [gridDim.x][kTraceEvents][4]
 #endif

@@ -26,7 +26,9 @@ template <class Cfg>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
   constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
-  if (kCausal != p.causal) return {StatusCode::kInternal, "backend sm90: the kernel's mask kind differs from the call's"};
+  if (!Cfg::kLocal && (kCausal != p.causal || p.has_window()))
+    return {StatusCode::kInternal, "backend sm90: the kernel's mask kind differs from the call's"};
+  if (!Cfg::kSoftcap && p.softcap > 0.f) return {StatusCode::kInternal, "backend sm90: softcap on a kernel without it"};
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (Cfg::kVarlen != p.varlen()) return {StatusCode::kInternal, "backend sm90: varlen kernel and call differ"};
   CUtensorMap tmQ, tmK, tmV, tmO{};
@@ -62,6 +64,19 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.total_k = p.total_k;
   const int num_m_blocks = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   args.scale_log2 = p.scale_log2;
+  if constexpr (Cfg::kLocal) {
+    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+    args.window_left = w.left;
+    args.window_right = w.right;
+  }
+  args.softcap_scale = 0.f;
+  args.alibi = Cfg::kSoftcap ? p.alibi_slopes : nullptr;
+  args.alibi_bstride = p.alibi_batch_stride;
+  if (!Cfg::kSoftcap && p.alibi_slopes != nullptr) return {StatusCode::kInternal, "backend sm90: ALiBi on a kernel without it"};
+  if (Cfg::kSoftcap && p.softcap > 0.f) {
+    args.softcap_scale = p.scale / p.softcap;
+    args.scale_log2 = p.softcap * 1.4426950408889634f;  // the softmax runs on softcap * tanh(.)
+  }
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;
   if constexpr (Cfg::kTmaStoreEpilogue) {
@@ -89,7 +104,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
                           : (kOneCtaFrom > 0 && p.sq >= kOneCtaFrom) ? 0 : 2;
   // Varlen: the persistent dynamic grid always (one CTA per tile would launch a CTA for every
   // empty tile past a short sequence; work_plan.h skips them in dynamic mode).
-  const int mode = Cfg::kVarlen ? 2 : kCausal ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
+  const int mode = Cfg::kVarlen ? 2 : (kCausal || Cfg::kLocal) ? causal_mode : FLASHATTN_SM90_ABL_SCHED_NONCAUSAL;
   args.tile_counter = nullptr;
   // No split: every tile whole. Stream-K configs take every tile's key range from the plan.
   const int n_blocks = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -123,6 +138,10 @@ template <int D, bool Bf16>
 Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_varlen(const detail::FwdParams& p, cudaStream_t stream);
+// Calls with a sliding window or a softcap (fwd_feature_d*.cu): one kLocal kernel with the
+// softcap switch per head dim and dtype (a causal call is the window (unbounded, 0)).
+template <int D, bool Bf16>
+Status run_fwd_feature(const detail::FwdParams& p, cudaStream_t stream);
 
 // Picks the table's configuration for the mask and length. Identical choices collapse into one
 // instantiation (same Sm90FwdConfig type).
@@ -145,6 +164,11 @@ Status run_fwd_varlen_any_mask(const detail::FwdParams& p, cudaStream_t stream) 
     if (p.sq < short_causal_seqlen(D)) return launch_fwd<VarlenConfig<D, Bf16, true, true>>(p, stream);
   }
   return launch_fwd<VarlenConfig<D, Bf16, true>>(p, stream);
+}
+
+template <int D, bool Bf16>
+Status run_fwd_feature_config(const detail::FwdParams& p, cudaStream_t stream) {
+  return launch_fwd<FeatureConfig<D, Bf16>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

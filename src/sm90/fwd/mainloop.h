@@ -36,6 +36,9 @@ struct Consumer {
   float rO[kO];     // (64, kHeadDim) running output
   Softmax sm;       // row max / sum of the piece in hand
   uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
+  float softcap_scale = 0.f;  // kSoftcap configs: scale / softcap, 0 = off (config.h)
+  // Feature kernels: ALiBi's -slope in S's units (S * scale_log2 is the exp2 argument), 0 = off.
+  float alibi_coef = 0.f;
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   __device__ __forceinline__ uint64_t desc_q() const {
@@ -119,7 +122,22 @@ struct Consumer {
   template <int kMask = -1>
   __device__ __forceinline__ bool mask_and_softmax(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
-    if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN))) {
+    if constexpr (Cfg::kSoftcap) {
+      if (softcap_scale > 0.f) {
+#pragma unroll
+        for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * softcap_scale);
+      }
+      if (alibi_coef != 0.f) {
+        // + coef * |i + sk - sq - j|: the distance from the query's diagonal.
+        const int diag0 = row0 + (mask.rule.sk - mask.rule.sq) - (n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
+#pragma unroll
+        for (int i = 0; i < kS; ++i) {
+          const int dist = diag0 + 8 * ((i >> 1) & 1) - 8 * (i >> 2) - (i & 1);
+          rS[i] = fmaf(alibi_coef, static_cast<float>(dist < 0 ? -dist : dist), rS[i]);
+        }
+      }
+    }
+    if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN, Cfg::kBlockM))) {
       if constexpr (Cfg::kVarlen) {
         // The block crossing the sequence's end holds keys [sk - BlockN, sk) (producer.h): the
         // ones below n * BlockN belong to the next block, already counted.
@@ -204,7 +222,17 @@ struct Consumer {
       convert_p();
       PipelineState<Cfg::kStages> pv = kv;
       // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
-      if constexpr (Cfg::kSplitMaskedLoop) {
+      if constexpr (Cfg::kSplitMaskedLoop && Cfg::kLocal) {
+        // A window's masked tiles sit at both ends: [u.hi, n_hi) and [n_lo, u.lo).
+        const BlockRange u = mask.rule.unmasked_n_block_range(m0 / Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+        const int u_hi = max(n_lo, u.hi), u_lo = max(n_lo, u.lo);
+#pragma unroll 1
+        for (--n; n >= u_hi; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+#pragma unroll 1
+        for (; n >= u_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+#pragma unroll 1
+        for (; n >= n_lo; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+      } else if constexpr (Cfg::kSplitMaskedLoop) {
         const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
 #pragma unroll 1
         for (--n; n >= n_unmasked; --n)

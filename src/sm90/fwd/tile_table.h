@@ -86,4 +86,21 @@ constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_
 template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
 using VarlenConfig = Sm90FwdConfig<varlen_table(D, Bf16, Causal, ShortCausal)>;
 
+// Sliding window and softcap (issue 17): the causal entry's tiles with the kLocal mask (masked
+// tiles at both ends of a window, the ones left of it never loaded) and the softcap switch; no
+// stream-K. One kernel per head dim and dtype serves windows, causal windows and softcap with
+// or without a window (an unbounded window masks only the padding).
+constexpr Sm90FwdOptions feature_table(int d, bool bf16) {
+  Sm90FwdOptions o = tile_table(d, bf16, true);
+  o.mask = MaskKind::kLocal;
+  o.softcap = true;
+  o.stream_k = false;
+  // D=64: two consumer groups (240 registers each); three at 160 spilled 32 bytes with the
+  // window bounds and the softcap switch.
+  if (d == 64) o.consumer_wgs = 2;
+  return o;
+}
+template <int D, bool Bf16>
+using FeatureConfig = Sm90FwdConfig<feature_table(D, Bf16)>;
+
 }  // namespace flashattn::sm90

@@ -91,6 +91,7 @@ struct FwdWorkPlan {
     if constexpr (Cfg::kStreamK) range_of_code(w.code, tile, w.n_lo, w.n_hi);
     order.decode(tile, w.m_block, w.h, w.b);
     if constexpr (!Cfg::kStreamK) w.n_hi = mask.num_n_blocks(w.m_block * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+    if constexpr (Cfg::kLocal) w.n_lo = mask.first_n_block(w.m_block * Cfg::kBlockM, Cfg::kBlockN);
   }
 };
 
