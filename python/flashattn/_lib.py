@@ -104,6 +104,13 @@ class ForwardParams(ctypes.Structure):
         ("max_seqlen_q", ctypes.c_int32),
         ("max_seqlen_k", ctypes.c_int32),
         ("reserved1", ctypes.c_uint32),
+        # version 3: sliding window, softcap, ALiBi (zero = off; window sides stored plus one)
+        ("window_left_plus1", ctypes.c_int32),
+        ("window_right_plus1", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("reserved2", ctypes.c_uint32),
+        ("alibi_slopes", ctypes.c_void_p),
+        ("alibi_batch_stride", ctypes.c_int64),
     ]
 
 
@@ -126,6 +133,13 @@ class BackwardParams(ctypes.Structure):
         ("causal", ctypes.c_int32),
         ("deterministic", ctypes.c_int32),
         ("backend", ctypes.c_int32),
+        # version 2: the forward's window, softcap and ALiBi (as ForwardParams version 3)
+        ("window_left_plus1", ctypes.c_int32),
+        ("window_right_plus1", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("reserved0", ctypes.c_uint32),
+        ("alibi_slopes", ctypes.c_void_p),
+        ("alibi_batch_stride", ctypes.c_int64),
     ]
 
 
@@ -161,11 +175,42 @@ def make_tensor(data_ptr: int, dtype: int, shape: Sequence[int],
     return FlashattnTensor(int(data_ptr) or None, int(dtype), _I64x4(*map(int, shape)), _I64x4(*map(int, stride)))
 
 
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _window_plus1(side: int, name: str) -> int:
+    """A window side as the C structs store it: plus one, so that 0 (-1 + 1) is "unbounded".
+    Values below -1 are passed on for the library to reject by name; a value whose plus-one
+    form does not fit an int32 is refused here (ctypes would wrap it silently)."""
+    side = int(side)
+    if side + 1 > _INT32_MAX:
+        raise ValueError(f"{name}: {side} does not fit the library's int32 window (at most "
+                         f"{_INT32_MAX - 1}; -1 means unbounded)")
+    return max(side + 1, -_INT32_MAX)  # far below -1 stays invalid, without wrapping
+
+
+def _set_features(p, features) -> None:
+    """Write features = (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride) into
+    the window / softcap / ALiBi fields of a ForwardParams (v3) or BackwardParams (v2).
+    window sides: -1 unbounded, else the number of keys on that side (FlashAttention 2's
+    window_size); softcap: 0 = off; alibi_ptr: device fp32 slopes or 0 = off;
+    alibi_batch_stride: 0 for (Hq,) slopes shared by the batch, Hq for (B, Hq)."""
+    left, right, softcap, alibi_ptr, alibi_stride = features
+    p.window_left_plus1 = _window_plus1(left, "window_left")
+    p.window_right_plus1 = _window_plus1(right, "window_right")
+    p.softcap = float(softcap)
+    p.alibi_slopes = int(alibi_ptr) or None
+    p.alibi_batch_stride = int(alibi_stride)
+
+
 def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
                         out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
-                        causal: bool = False, backend="auto", varlen=None) -> ForwardParams:
+                        causal: bool = False, backend="auto", varlen=None,
+                        features=None) -> ForwardParams:
     """A ForwardParams with struct_size set and the given fields. varlen: None (dense) or
-    (cu_seqlens_q_ptr, cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k)."""
+    (cu_seqlens_q_ptr, cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k). features: None
+    (no window, softcap or ALiBi) or (window_left, window_right, softcap, alibi_ptr,
+    alibi_batch_stride), see _set_features."""
     p = ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
                       float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
     if varlen is not None:
@@ -173,6 +218,8 @@ def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTens
         p.cu_seqlens_q = int(cu_q) or None
         p.cu_seqlens_k = int(cu_k) or None
         p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
+    if features is not None:
+        _set_features(p, features)
     return p
 
 
@@ -180,11 +227,17 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
                          v: FlashattnTensor, out: FlashattnTensor, lse_ptr: int,
                          dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
                          softmax_scale: float = 0.0, causal: bool = False,
-                         deterministic: bool = False, backend="auto") -> BackwardParams:
-    """A BackwardParams with struct_size set and the given version-1 fields."""
-    return BackwardParams(ctypes.sizeof(BackwardParams), dout, q, k, v, out, int(lse_ptr) or None,
-                          dq, dk, dv, float(softmax_scale), 1 if causal else 0,
-                          1 if deterministic else 0, _backend_id(backend))
+                         deterministic: bool = False, backend="auto",
+                         features=None) -> BackwardParams:
+    """A BackwardParams with struct_size set and the given fields. features: None or the
+    forward's (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride), as in
+    make_forward_params."""
+    p = BackwardParams(ctypes.sizeof(BackwardParams), dout, q, k, v, out, int(lse_ptr) or None,
+                       dq, dk, dv, float(softmax_scale), 1 if causal else 0,
+                       1 if deterministic else 0, _backend_id(backend))
+    if features is not None:
+        _set_features(p, features)
+    return p
 
 
 def make_kvcache_params(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: FlashattnTensor,
@@ -440,14 +493,15 @@ def _backend_id(backend) -> int:
 
 def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: FlashattnTensor,
             lse_ptr: int = 0, softmax_scale: float = 0.0, causal: bool = False,
-            backend="auto", stream: int = 0, varlen=None) -> None:
+            backend="auto", stream: int = 0, varlen=None, features=None) -> None:
     """flashattn_forward_ex on raw descriptors; raises on a non-zero status.
 
     lse_ptr: device pointer to a (B, Hq, Sq) fp32 contiguous buffer ((Hq, total_q) for varlen),
     or 0 for none. softmax_scale: 0 means 1/sqrt(D). stream: a cudaStream_t as an int (0 =
-    legacy default). varlen: see make_forward_params.
+    legacy default). varlen, features: see make_forward_params.
     """
-    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend, varlen)
+    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend, varlen,
+                                 features)
     rc = load_library().flashattn_forward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_forward")
@@ -455,9 +509,11 @@ def forward(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor, out: Fla
 
 def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
                     out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
-                    causal: bool = False, backend="auto") -> str:
-    """Name of the backend flashattn_forward would run for these arguments."""
-    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend)
+                    causal: bool = False, backend="auto", features=None) -> str:
+    """Name of the backend flashattn_forward would run for these arguments (features: see
+    make_forward_params)."""
+    params = make_forward_params(q, k, v, out, lse_ptr, softmax_scale, causal, backend,
+                                 features=features)
     chosen = ctypes.c_int(-1)
     rc = load_library().flashattn_resolve_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
     raise_for_status(rc, "flashattn_resolve_backend")
@@ -467,16 +523,18 @@ def resolve_backend(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
 def backward(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
              out: FlashattnTensor, lse_ptr: int, dq: FlashattnTensor, dk: FlashattnTensor,
              dv: FlashattnTensor, softmax_scale: float = 0.0, causal: bool = False,
-             deterministic: bool = False, backend="auto", stream: int = 0) -> None:
+             deterministic: bool = False, backend="auto", stream: int = 0,
+             features=None) -> None:
     """flashattn_backward_ex on raw descriptors; raises on a non-zero status.
 
     dq, dk, dv are overwritten (dk/dv shaped like k/v; under GQA the library sums each KV head's
-    query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse. softmax_scale and
-    causal must be the forward's. NotImplementedError when the library has no backward pass.
+    query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse. softmax_scale, causal
+    and features (see make_forward_params) must be the forward's. NotImplementedError when the
+    library has no backward pass.
     """
     lib = _backward_lib()
     params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
-                                  deterministic, backend)
+                                  deterministic, backend, features)
     rc = lib.flashattn_backward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_backward")
@@ -486,11 +544,13 @@ def resolve_backward_backend(dout: FlashattnTensor, q: FlashattnTensor, k: Flash
                              v: FlashattnTensor, out: FlashattnTensor, lse_ptr: int,
                              dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
                              softmax_scale: float = 0.0, causal: bool = False,
-                             deterministic: bool = False, backend="auto") -> str:
-    """Name of the backend flashattn_backward_ex would run for these arguments."""
+                             deterministic: bool = False, backend="auto",
+                             features=None) -> str:
+    """Name of the backend flashattn_backward_ex would run for these arguments (features: see
+    make_forward_params)."""
     lib = _backward_lib()
     params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
-                                  deterministic, backend)
+                                  deterministic, backend, features)
     chosen = ctypes.c_int(-1)
     rc = lib.flashattn_resolve_backward_backend_ex(ctypes.byref(params), ctypes.byref(chosen))
     raise_for_status(rc, "flashattn_resolve_backward_backend")

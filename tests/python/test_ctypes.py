@@ -135,10 +135,73 @@ def test_c_abi_unknown_backend_name():
 
 @needs_lib
 def test_forward_params_mirror_matches_library():
-    assert ctypes.sizeof(c_api.ForwardParams) == c_api.forward_params_size()
-    assert c_api.ForwardParams.struct_size.offset == 0
-    # Version 1 ends on an 8-byte boundary, with no tail padding (flashattn_c.h's rule 3).
-    assert c_api.ForwardParams.reserved0.offset + 4 == ctypes.sizeof(c_api.ForwardParams)
+    P = c_api.ForwardParams
+    assert ctypes.sizeof(P) == c_api.forward_params_size()
+    assert P.struct_size.offset == 0
+    # Each version ends on an 8-byte boundary at its last field, with no tail padding
+    # (flashattn_c.h's rule 3); the last field of the newest ends the struct.
+    assert (P.reserved0.offset + 4) % 8 == 0
+    assert P.cu_seqlens_q.offset == P.reserved0.offset + 4
+    assert (P.reserved1.offset + 4) % 8 == 0
+    assert P.window_left_plus1.offset == P.reserved1.offset + 4
+    assert [P.window_right_plus1.offset, P.softcap.offset, P.reserved2.offset,
+            P.alibi_slopes.offset, P.alibi_batch_stride.offset] == [
+        P.window_left_plus1.offset + d for d in (4, 8, 12, 16, 24)]
+    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == c_api.forward_params_size()
+
+
+def test_backward_params_mirror_ends_at_its_last_field():
+    # Version 2 (window, softcap, ALiBi) follows version 1's last field (backend) with no gap
+    # and ends the struct (flashattn_c.h's rule 3).
+    P = c_api.BackwardParams
+    assert P.window_left_plus1.offset == P.backend.offset + 4
+    assert (P.window_left_plus1.offset % 8) == 0
+    assert [P.window_right_plus1.offset, P.softcap.offset, P.reserved0.offset,
+            P.alibi_slopes.offset, P.alibi_batch_stride.offset] == [
+        P.window_left_plus1.offset + d for d in (4, 8, 12, 16, 24)]
+    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P)
+
+
+@needs_lib
+def test_backward_params_mirror_matches_library():
+    if not c_api.has_backward():
+        pytest.skip(f"no usable backward pass: {c_api.backward_unavailable()}")
+    P = c_api.BackwardParams
+    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == c_api.backward_params_size()
+
+
+def test_make_params_write_features():
+    t = c_api.make_tensor(0, c_api.DType.FP16, (1, 4, 2, 64), (512, 128, 64, 1))
+    # No features: every new field stays zero ("off").
+    for p in (c_api.make_forward_params(t, t, t, t),
+              c_api.make_backward_params(t, t, t, t, t, 0, t, t, t)):
+        assert (p.window_left_plus1, p.window_right_plus1, p.softcap, p.alibi_slopes,
+                p.alibi_batch_stride) == (0, 0, 0.0, None, 0)
+    # Windows are stored plus one (-1, unbounded, is 0); softcap and ALiBi as given.
+    p = c_api.make_forward_params(t, t, t, t, features=(127, -1, 30.0, 0x1000, 2))
+    assert (p.window_left_plus1, p.window_right_plus1, p.softcap, p.alibi_slopes,
+            p.alibi_batch_stride, p.reserved2) == (128, 0, 30.0, 0x1000, 2, 0)
+    p = c_api.make_backward_params(t, t, t, t, t, 0, t, t, t, 0.5, True, False, "auto",
+                                   (0, 3, 0.0, 0, 0))
+    assert (p.window_left_plus1, p.window_right_plus1, p.softcap, p.alibi_slopes,
+            p.alibi_batch_stride, p.reserved0) == (1, 4, 0.0, None, 0, 0)
+    assert (p.softmax_scale, p.causal) == (0.5, 1)
+    with pytest.raises(ValueError, match="window_left"):
+        c_api.make_forward_params(t, t, t, t, features=(2 ** 31 - 1, 0, 0.0, 0, 0))
+
+
+@needs_lib
+def test_features_are_validated_by_the_library():
+    # Validation runs before the library looks for a device: bad features name themselves.
+    t, _buf = _host_tensor(c_api.DType.FP16, (1, 4, 2, 64))
+    for features, word in (((-2, 0, 0.0, 0, 0), "window_left"),
+                           ((0, -3, 0.0, 0, 0), "window_right"),
+                           ((-1, -1, -1.0, 0, 0), "softcap"),
+                           ((-1, -1, float("inf"), 0, 0), "softcap"),
+                           ((-1, -1, 0.0, 0x1002, 0), "alibi_slopes"),
+                           ((-1, -1, 0.0, 0x1000, 1), "alibi_batch_stride")):
+        with pytest.raises(ValueError, match=word):
+            c_api.forward(t, t, t, t, features=features)
 
 
 def test_make_forward_params_sets_size_and_defaults():
