@@ -43,8 +43,10 @@ def test_backward_params_layout_follows_the_header():
     assert [P.dq.offset, P.dk.offset, P.dv.offset] == [16 + 5 * t, 16 + 6 * t, 16 + 7 * t]
     assert [P.softmax_scale.offset, P.causal.offset, P.deterministic.offset,
             P.backend.offset] == [16 + 8 * t + 4 * i for i in range(4)]
-    # Version 1 ends on an 8-byte boundary at its last field (flashattn_c.h's rule 3).
-    assert P.backend.offset + 4 == ctypes.sizeof(P) == 672
+    # Version 1 ends on an 8-byte boundary at its last field (flashattn_c.h's rule 3); version 2
+    # (window, softcap, ALiBi) appends 32 bytes and ends on one too.
+    assert P.backend.offset + 4 == 672
+    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == 704
 
 
 @needs_bwd_symbol
