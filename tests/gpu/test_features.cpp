@@ -4,12 +4,15 @@
 // Softcap cases use inputs large enough that scaled scores reach ~30 (where tanh bends).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "api/backends.h"
 #include "common/params.h"
 #include "gpu_util.h"
+#include "reference/cpu_reference.h"
 
 namespace flashattn::testing {
 namespace {
@@ -110,6 +113,74 @@ TEST_P(Features, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, Features, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name(info.param); });
+
+// The GPU reference's window / softcap / ALiBi forms (the yardstick above) against the CPU fp64
+// reference (itself checked against a brute force in tests/cpu/test_reference_masks.cpp).
+TEST(FeaturesReference, GpuReferenceMatchesCpuFp64) {
+  FLASHATTN_REQUIRE_GPU();
+  struct Mods {
+    int left, right;
+    bool causal;
+    float softcap;
+    int alibi;
+  };
+  for (const Mods m : {Mods{5, 3, false, 0.f, 0}, Mods{7, -1, true, 0.f, 0}, Mods{-1, -1, false, 20.f, 0},
+                       Mods{-1, -1, true, 0.f, 2}, Mods{11, 2, false, 15.f, 1}}) {
+    const int b = 2, sq = 37, sk = 53, hq = 4, hkv = 2, d = 32, dv = 24;
+    const DType dt = DType::kFloat16;
+    const int64_t nq = int64_t(b) * sq * hq * d, nk = int64_t(b) * sk * hkv * d, nv = int64_t(b) * sk * hkv * dv;
+    DeviceBuffer q(nq * 2), k(nk * 2), v(nv * 2), o(int64_t(b) * sq * hq * dv * 2), lse(size_t(b) * hq * sq * 4),
+        slopes(size_t(b) * hq * 4);
+    check::fill_random(q.ptr, dt, nq, 1, 0.f, m.softcap > 0 ? 4.f : 1.f, nullptr);
+    check::fill_random(k.ptr, dt, nk, 2, 0.f, m.softcap > 0 ? 4.f : 1.f, nullptr);
+    check::fill_random(v.ptr, dt, nv, 3, 0.2f, 1.f, nullptr);
+    std::vector<float> hs(size_t(b) * hq);
+    for (size_t i = 0; i < hs.size(); ++i) hs[i] = 0.05f * float(1 + i);
+    ASSERT_EQ(cudaMemcpy(slopes.ptr, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ForwardArgs a;
+    a.q = make_contiguous(q.ptr, dt, b, sq, hq, d);
+    a.k = make_contiguous(k.ptr, dt, b, sk, hkv, d);
+    a.v = make_contiguous(v.ptr, dt, b, sk, hkv, dv);
+    a.out = make_contiguous(o.ptr, dt, b, sq, hq, dv);
+    a.lse = static_cast<float*>(lse.ptr);
+    a.causal = m.causal;
+    a.window_left = m.left;
+    a.window_right = m.right;
+    a.softcap = m.softcap;
+    if (m.alibi) {
+      a.alibi_slopes = static_cast<const float*>(slopes.ptr);
+      a.alibi_batch_stride = m.alibi == 2 ? hq : 0;
+    }
+    a.backend = Backend::kReference;
+    ASSERT_TRUE(forward(a, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<double> hq_in = to_host(a.q), hk = to_host(a.k), hv = to_host(a.v), ho = to_host(a.out);
+    std::vector<float> hl(size_t(b) * hq * sq);
+    ASSERT_EQ(cudaMemcpy(hl.data(), lse.ptr, hl.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ref::Problem pr;
+    pr.b = b, pr.sq = sq, pr.sk = sk, pr.hq = hq, pr.hkv = hkv, pr.d = d, pr.dv = dv, pr.causal = m.causal;
+    pr.window_left = m.left;
+    pr.window_right = m.causal && (m.left >= 0 || m.right >= 0) ? 0 : m.right;
+    pr.softcap = m.softcap;
+    if (m.alibi) {
+      pr.alibi_slopes.assign(hs.begin(), hs.begin() + (m.alibi == 2 ? b * hq : hq));
+      pr.alibi_batch_stride = m.alibi == 2 ? hq : 0;
+    }
+    std::vector<double> want(ho.size()), want_lse(hl.size());
+    ref::attention_fp64(pr, hq_in.data(), hk.data(), hv.data(), want.data(), want_lse.data());
+    double err = 0, lse_err = 0;
+    for (size_t i = 0; i < ho.size(); ++i) err = std::max(err, std::abs(ho[i] - want[i]));
+    for (size_t i = 0; i < hl.size(); ++i) {
+      if (std::isinf(want_lse[i])) {
+        EXPECT_TRUE(std::isinf(hl[i]) && hl[i] < 0) << "lse " << i;
+      } else {
+        lse_err = std::max(lse_err, std::abs(double(hl[i]) - want_lse[i]));
+      }
+    }
+    EXPECT_LE(err, 2e-3) << "window " << m.left << "," << m.right << " softcap " << m.softcap << " alibi " << m.alibi;
+    EXPECT_LE(lse_err, 1e-3) << "window " << m.left << "," << m.right << " softcap " << m.softcap;
+  }
+}
 
 }  // namespace
 }  // namespace flashattn::testing

@@ -92,7 +92,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
   args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, (p.d + p.d_v) / 2,  // K and V bytes per key
-                               kCausal && !Cfg::kVarlen && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
+                               (kCausal || Cfg::kLocal) && !Cfg::kVarlen && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA

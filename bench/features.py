@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Cost of the sliding window, softcap and ALiBi (issue 17) in the forward, bf16, one process,
+CUDA-graph replays timed with triton's do_bench median.
+
+TFLOPS count the visible (query, key) pairs only: 4 * D per pair per head, so a window's
+TFLOPS compare directly with the full causal kernel's (the issue's bar: >= 90% of it at
+window (1024, 0), S = 16k). Softcap / ALiBi rows give the time ratio to the same call without
+them (the issue's bars: softcap <= 15% at D=128, <= 30% at D=64; ALiBi <= 5%).
+
+    python bench/features.py                 # D = 64, 128; S = 16k (B = 1, H = 2048 / D)
+    python bench/features.py --seqlen 8192 --dims 128
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import triton.testing
+
+REPO = Path(__file__).resolve().parents[1]
+try:
+    import flashattn
+except ImportError:
+    sys.path.insert(0, str(REPO / "python"))
+    import flashattn
+
+
+def graph_ms(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return triton.testing.do_bench(g.replay, warmup=25, rep=200, return_mode="median")
+
+
+def visible_pairs(S, causal, left):
+    """Pairs (i, j), j in [i - left, i] (causal) or all (non-causal), left = -1 unbounded."""
+    if not causal:
+        return S * S
+    if left < 0:
+        return S * (S + 1) // 2
+    full = min(left + 1, S)
+    return sum(min(i + 1, full) for i in range(S))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqlen", type=int, default=16384)
+    ap.add_argument("--backend", default="auto")
+    args = ap.parse_args()
+    S = args.seqlen
+    print(f"{'case':<30}{'D':>5}{'ms':>9}{'TFLOPS':>9}{'vs base':>9}")
+    for D in [int(x) for x in args.dims.split(",")]:
+        H = 2048 // D
+        q, k, v = (torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        slopes = torch.rand(H, device="cuda", dtype=torch.float32) * 0.1
+
+        def run(name, causal, base=None, **kw):
+            fn = lambda: flashattn.flash_attn_func(q, k, v, causal=causal, backend=args.backend, **kw)  # noqa: E731
+            with torch.no_grad():
+                ms = graph_ms(fn)
+            left = kw.get("window_size", (-1, -1))[0]
+            tf = 4.0 * visible_pairs(S, causal, left) * D * H / ms * 1e-9
+            ratio = f"{ms / base:>9.3f}" if base else f"{'':>9}"
+            print(f"{name:<30}{D:>5}{ms:>9.3f}{tf:>9.1f}{ratio}")
+            return ms
+
+        causal_ms = run("causal", True)
+        run("feature kernel, (-1, 0)", True, base=causal_ms, window_size=(-1, 0))
+        run("window (1024, 0)", True, window_size=(1024, 0))
+        run("window (4096, 0)", True, window_size=(4096, 0))
+        run("softcap 30, causal", True, base=causal_ms, softcap=30.0)
+        full_ms = run("full", False)
+        run("softcap 30, full", False, base=full_ms, softcap=30.0)
+        run("alibi, causal", True, base=causal_ms, alibi_slopes=slopes)
+        run("alibi, full", False, base=full_ms, alibi_slopes=slopes)
+
+
+if __name__ == "__main__":
+    main()
