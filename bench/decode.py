@@ -67,6 +67,14 @@ def copy_bandwidth_gbs():
     return moved / (ms * 1e-3) * 1e-9, ms
 
 
+def read_bandwidth_gbs():
+    """Device read bandwidth, GB/s: a sum over a 2 GiB bf16 tensor (reads only, like decode's
+    K/V stream; the copy above measured well below it on the H200)."""
+    src = torch.empty(1 << 30, dtype=torch.bfloat16, device="cuda").fill_(1.0)
+    ms = graph_ms(lambda: src.sum(dtype=torch.float32))
+    return src.numel() * src.element_size() / (ms * 1e-3) * 1e-9, ms
+
+
 def sdpa_variants(q_cache_layout, k_cache, v_cache, hq):
     """(label, q, k, v, enable_gqa) to try in order, each built only when reached."""
     qt = q_cache_layout.transpose(1, 2)  # (B, Hq, Sq, D)
@@ -156,6 +164,9 @@ def main():
     copy_gbs, copy_ms = copy_bandwidth_gbs()
     torch.cuda.empty_cache()  # the copy's 4 GiB back before the caches are made
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + written, 2 GiB tensor, {copy_ms:.3f} ms)")
+    read_gbs, read_ms = read_bandwidth_gbs()
+    torch.cuda.empty_cache()
+    print(f"read bandwidth: {read_gbs:.0f} GB/s (torch.sum of a 2 GiB tensor, {read_ms:.3f} ms)")
     print()
 
     q = rnd(B, Sq, hq, D)
@@ -199,14 +210,15 @@ def main():
     print()
 
     best = min(sdpa_ms) if sdpa_ms else None
-    print(f"{'impl':<30}{'ms':>9}{'GB/s':>9}{'% copy':>9}{'vs best SDPA':>14}  note")
+    print(f"{'impl':<30}{'ms':>9}{'GB/s':>9}{'% copy':>9}{'% read':>9}{'vs best SDPA':>14}  note")
     for name, ms, note in rows:
         if ms is None:
-            print(f"{name:<30}{'n/a':>9}{'n/a':>9}{'n/a':>9}{'':>14}  {note}")
+            print(f"{name:<30}{'n/a':>9}{'n/a':>9}{'n/a':>9}{'n/a':>9}{'':>14}  {note}")
             continue
         gbs = kv_bytes / (ms * 1e-3) * 1e-9
         ratio = f"{best / ms:.2f}x" if (best is not None and name.startswith("flashattn")) else ""
-        print(f"{name:<30}{ms:>9.4f}{gbs:>9.0f}{100 * gbs / copy_gbs:>8.1f}%{ratio:>14}  {note}")
+        print(f"{name:<30}{ms:>9.4f}{gbs:>9.0f}{100 * gbs / copy_gbs:>8.1f}%{100 * gbs / read_gbs:>8.1f}%"
+              f"{ratio:>14}  {note}")
     return 0
 
 
