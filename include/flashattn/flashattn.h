@@ -160,6 +160,12 @@ struct KvCacheArgs {
   bool causal = false;
   int num_splits = 0;              // key splits per (sequence, KV head); 0: heuristic
   Backend backend = Backend::kAuto;  // kAuto, kSm90 or kSm80 (one family-neutral kernel on cc >= 8.0)
+  // Sliding window, softcap and ALiBi as in ForwardArgs, against each sequence's visible length
+  // (query i of Sq sees key j iff L - Sq + i - window_left <= j <= L - Sq + i + window_right).
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
 };
 
 Status forward_kvcache(const KvCacheArgs& args, cudaStream_t stream = nullptr);

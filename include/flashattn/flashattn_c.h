@@ -230,10 +230,19 @@ typedef struct {
   int32_t causal;
   int32_t num_splits;  /* 0 = heuristic */
   int32_t backend;     /* flashattn_backend_t (reference is not available here) */
+  /* ---- version 2: window, softcap, ALiBi (as flashattn_forward_params_t v3; window plus one) */
+  int32_t window_left_plus1;
+  int32_t window_right_plus1;
+  float softcap;
+  uint32_t reserved0; /* must be 0 */
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
   /* ---- later versions append here ---- */
 } flashattn_kvcache_params_t;
 #define FLASHATTN_KVCACHE_PARAMS_SIZE_V1 \
   (offsetof(flashattn_kvcache_params_t, backend) + sizeof(int32_t))
+#define FLASHATTN_KVCACHE_PARAMS_SIZE_V2 \
+  (offsetof(flashattn_kvcache_params_t, alibi_batch_stride) + sizeof(int64_t))
 static inline void flashattn_kvcache_params_init(flashattn_kvcache_params_t* p) {
   memset(p, 0, sizeof(*p));
   p->struct_size = sizeof(*p);

@@ -20,14 +20,14 @@ from typing import Optional, Tuple
 import torch
 
 from . import _lib
-from ._torch import (HAS_CUSTOM_OP, _backend_id, _check_input, _descriptor, _fits,
-                     _is_compiling, _lib_strides, _prepared, _scale_arg)
+from ._torch import (HAS_CUSTOM_OP, _backend_id, _check_alibi, _check_input,
+                     _check_window_softcap, _descriptor, _fits, _is_compiling, _lib_strides,
+                     _prepared, _scale_arg)
 
 _WHAT = "flash_attn_with_kvcache"
 
 
-def _refuse_unsupported(rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, window_size,
-                        softcap, alibi_slopes) -> None:
+def _refuse_unsupported(rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad) -> None:
     """FlashAttention 2 features this library does not have: refused by name, not ignored
     (ignoring any of them would compute something else)."""
     if rotary_cos is not None or rotary_sin is not None:
@@ -43,21 +43,6 @@ def _refuse_unsupported(rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, 
         raise NotImplementedError(
             f"{_WHAT}: cache_leftpad (left-padded caches) is not supported by flashattn; only "
             f"cache_leftpad=None")
-    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
-        raise TypeError(f"{_WHAT}: window_size must be a pair of ints, got {window_size!r}")
-    left, right = window_size
-    if left != -1 or right != -1:
-        raise NotImplementedError(
-            f"{_WHAT}: sliding-window (local) attention (window_size={window_size!r}) is not "
-            f"supported by flashattn; only window_size=(-1, -1) (no window)")
-    if softcap != 0:
-        raise NotImplementedError(
-            f"{_WHAT}: logit softcapping (softcap={softcap}) is not supported by flashattn; "
-            f"only softcap=0.0")
-    if alibi_slopes is not None:
-        raise NotImplementedError(
-            f"{_WHAT}: ALiBi (alibi_slopes) is not supported by flashattn; only "
-            f"alibi_slopes=None")
 
 
 def _check_index(t, name: str, dim: int, q) -> None:
@@ -121,8 +106,9 @@ def _cache_descriptor(t: torch.Tensor, name: str):
 
 
 def _run_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen: int, block_table,
-                 softmax_scale: float, causal: bool, num_splits: int, backend: int
-                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+                 softmax_scale: float, causal: bool, num_splits: int, backend: int,
+                 window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                 alibi_slopes=None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The call itself, inputs already checked: allocate out/lse, launch on the current stream."""
     kc_d = _cache_descriptor(k_cache, "k_cache")
     vc_d = _cache_descriptor(v_cache, "v_cache")
@@ -145,6 +131,13 @@ def _run_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen: int, bl
             row = max_pages
         table_ptr, table_stride = block_table.data_ptr(), row
     B, Sq, Hq, _ = q.shape
+    features = None
+    if window_left != -1 or window_right != -1 or softcap != 0.0 or alibi_slopes is not None:
+        if alibi_slopes is not None and not alibi_slopes.is_contiguous():
+            alibi_slopes = alibi_slopes.contiguous()
+        features = (window_left, window_right, softcap,
+                    alibi_slopes.data_ptr() if alibi_slopes is not None else 0,
+                    Hq if alibi_slopes is not None and alibi_slopes.dim() == 2 else 0)
     out = torch.empty((B, Sq, Hq, v_cache.size(3)), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
     dev = q.get_device()
@@ -152,7 +145,7 @@ def _run_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen: int, bl
         _lib.kvcache(q_d, kc_d, vc_d, _descriptor(out, _lib_strides(out)), k_d, v_d,
                      lse.data_ptr() if lse.numel() else 0, seqlens_ptr, cache_seqlen, table_ptr,
                      max_pages, table_stride, softmax_scale, causal, num_splits, backend,
-                     torch.cuda.current_stream(dev).cuda_stream)
+                     torch.cuda.current_stream(dev).cuda_stream, features=features)
     return out, lse
 
 
@@ -160,20 +153,25 @@ def _kvcache_impl(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   k: Optional[torch.Tensor], v: Optional[torch.Tensor],
                   cache_seqlens: Optional[torch.Tensor], cache_seqlen: int,
                   block_table: Optional[torch.Tensor], softmax_scale: float, causal: bool,
-                  num_splits: int, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                  num_splits: int, backend: int, window_left: int = -1, window_right: int = -1,
+                  softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None
+                  ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(out, lse); k_cache / v_cache get k / v at cache_seqlens (cache_seqlen for every sequence
     when cache_seqlens is None)."""
     _check_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
+    _check_alibi(alibi_slopes, q)
     return _run_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen, block_table,
-                        softmax_scale, causal, num_splits, backend)
+                        softmax_scale, causal, num_splits, backend, window_left, window_right,
+                        softcap, alibi_slopes)
 
 
 # Written out (not inferred): the mutation annotations (a!) / (b!) are what tells torch.compile
 # that the op writes the caches.
 _KVCACHE_SCHEMA = ("(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v, "
                    "Tensor? cache_seqlens, int cache_seqlen, Tensor? block_table, "
-                   "float softmax_scale, bool causal, int num_splits, int backend) "
-                   "-> (Tensor, Tensor)")
+                   "float softmax_scale, bool causal, int num_splits, int backend, "
+                   "int window_left=-1, int window_right=-1, float softcap=0.0, "
+                   "Tensor? alibi_slopes=None) -> (Tensor, Tensor)")
 
 if HAS_CUSTOM_OP:
     _kvcache_op = torch.library.custom_op("flashattn::kvcache_fwd", _kvcache_impl,
@@ -182,8 +180,10 @@ if HAS_CUSTOM_OP:
 
     @_kvcache_op.register_fake
     def _kvcache_fake(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen, block_table,
-                      softmax_scale, causal, num_splits, backend):
+                      softmax_scale, causal, num_splits, backend, window_left=-1,
+                      window_right=-1, softcap=0.0, alibi_slopes=None):
         _check_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table)
+        _check_alibi(alibi_slopes, q)
         B, Sq, Hq, _ = q.shape
         return (q.new_empty((B, Sq, Hq, v_cache.size(3))),
                 q.new_empty((B, Hq, Sq), dtype=torch.float32))
@@ -223,16 +223,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     visible key gets out 0 and lse -inf. Cache slots past the visible keys are never read.
     nheads % nheads_k == 0 (GQA/MQA). num_splits: key splits per sequence and KV head (0: a
     heuristic, 1: none). softmax_scale defaults to 1/sqrt(headdim).
-    rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, window_size, softcap and
-    alibi_slopes exist for FlashAttention 2 compatibility; any value but their defaults raises
-    NotImplementedError naming the feature (rotary_interleaved only matters with rotary).
+    window_size (sliding window against each sequence's visible length, -1 unbounded), softcap
+    and alibi_slopes ((nheads,) or (batch, nheads) fp32) as in flash_attn_func.
+    rotary_cos, rotary_sin, cache_batch_idx and cache_leftpad exist for FlashAttention 2
+    compatibility; any value but their defaults raises NotImplementedError naming the feature
+    (rotary_interleaved only matters with rotary).
     Returns out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse) with softmax_lse
     (batch, nheads, seqlen_q) float32 (natural log) when return_softmax_lse is True.
     Forward only (inference): inputs that require grad with grad enabled raise
     NotImplementedError.
     """
-    _refuse_unsupported(rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, window_size,
-                        softcap, alibi_slopes)
+    _refuse_unsupported(rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad)
+    window_left, window_right, softcap = _check_window_softcap(window_size, softcap)
     if (torch.is_grad_enabled() and _all_tensors(q, k_cache, v_cache, k, v)
             and _requires_grad(q, k_cache, v_cache, k, v)):
         raise NotImplementedError(
@@ -259,6 +261,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = None
     args = (q, k_cache, v_cache, k, v, cache_seqlens, int(cache_seqlen), block_table,
             _scale_arg(softmax_scale), bool(causal), int(num_splits), _backend_id(backend))
+    if window_left != -1 or window_right != -1 or softcap != 0.0 or alibi_slopes is not None:
+        args = args + (window_left, window_right, softcap, alibi_slopes)
     if HAS_CUSTOM_OP and _is_compiling():
         out, lse = torch.ops.flashattn.kvcache_fwd(*args)
     else:

@@ -165,6 +165,13 @@ class KvCacheParams(ctypes.Structure):
         ("causal", ctypes.c_int32),
         ("num_splits", ctypes.c_int32),
         ("backend", ctypes.c_int32),
+        # version 2: window, softcap, ALiBi (as ForwardParams' version 3)
+        ("window_left_plus1", ctypes.c_int32),
+        ("window_right_plus1", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("reserved0", ctypes.c_uint32),
+        ("alibi_slopes", ctypes.c_void_p),
+        ("alibi_batch_stride", ctypes.c_int64),
     ]
 
 
@@ -247,17 +254,20 @@ def make_kvcache_params(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: F
                         block_table_ptr: int = 0, max_pages: int = 0,
                         block_table_stride: int = 0, softmax_scale: float = 0.0,
                         causal: bool = False, num_splits: int = 0,
-                        backend="auto") -> KvCacheParams:
+                        backend="auto", features=None) -> KvCacheParams:
     """A KvCacheParams with struct_size set and the given fields; k_new / v_new None: no new
     keys (their descriptors stay zero, data NULL)."""
     # Positional: one constructor call (host time per decode step matters).
-    return KvCacheParams(ctypes.sizeof(KvCacheParams), q, k_cache, v_cache,
-                         k_new if k_new is not None else FlashattnTensor(),
-                         v_new if v_new is not None else FlashattnTensor(), out,
-                         int(lse_ptr) or None, int(cache_seqlens_ptr) or None,
-                         int(block_table_ptr) or None, int(block_table_stride), int(cache_seqlen),
-                         int(max_pages), float(softmax_scale), 1 if causal else 0, int(num_splits),
-                         _backend_id(backend))
+    p = KvCacheParams(ctypes.sizeof(KvCacheParams), q, k_cache, v_cache,
+                      k_new if k_new is not None else FlashattnTensor(),
+                      v_new if v_new is not None else FlashattnTensor(), out,
+                      int(lse_ptr) or None, int(cache_seqlens_ptr) or None,
+                      int(block_table_ptr) or None, int(block_table_stride), int(cache_seqlen),
+                      int(max_pages), float(softmax_scale), 1 if causal else 0, int(num_splits),
+                      _backend_id(backend))
+    if features is not None:  # (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride)
+        _set_features(p, features)
+    return p
 
 
 def _candidates():
@@ -562,8 +572,10 @@ def kvcache(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: FlashattnTens
             v_new: Optional[FlashattnTensor] = None, lse_ptr: int = 0,
             cache_seqlens_ptr: int = 0, cache_seqlen: int = 0, block_table_ptr: int = 0,
             max_pages: int = 0, block_table_stride: int = 0, softmax_scale: float = 0.0,
-            causal: bool = False, num_splits: int = 0, backend="auto", stream: int = 0) -> None:
-    """flashattn_kvcache_ex on raw descriptors; raises on a non-zero status.
+            causal: bool = False, num_splits: int = 0, backend="auto", stream: int = 0,
+            features=None) -> None:
+    """flashattn_kvcache_ex on raw descriptors; raises on a non-zero status. features: None or
+    (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride), see _set_features.
 
     k_new / v_new (both or neither) are written into the caches in place at each sequence's
     cache_seqlens, then q attends to the first cache_seqlens + S_new keys (flashattn_c.h).
@@ -578,7 +590,8 @@ def kvcache(q: FlashattnTensor, k_cache: FlashattnTensor, v_cache: FlashattnTens
         raise NotImplementedError(f"flashattn_kvcache_ex: {_kvc_unavailable}")
     params = make_kvcache_params(q, k_cache, v_cache, out, k_new, v_new, lse_ptr,
                                  cache_seqlens_ptr, cache_seqlen, block_table_ptr, max_pages,
-                                 block_table_stride, softmax_scale, causal, num_splits, backend)
+                                 block_table_stride, softmax_scale, causal, num_splits, backend,
+                                 features)
     rc = lib.flashattn_kvcache_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_kvcache")

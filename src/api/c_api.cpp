@@ -34,7 +34,7 @@ static_assert(kBackwardParamsSizes[std::size(kBackwardParamsSizes) - 1] == sizeo
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
 
-constexpr size_t kKvCacheParamsSizes[] = {FLASHATTN_KVCACHE_PARAMS_SIZE_V1};
+constexpr size_t kKvCacheParamsSizes[] = {FLASHATTN_KVCACHE_PARAMS_SIZE_V1, FLASHATTN_KVCACHE_PARAMS_SIZE_V2};
 static_assert(kKvCacheParamsSizes[std::size(kKvCacheParamsSizes) - 1] == sizeof(flashattn_kvcache_params_t),
               "flashattn_kvcache_params_t grew (or has tail padding): list the new version's size");
 static_assert(FLASHATTN_KVCACHE_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
@@ -305,6 +305,12 @@ extern "C" int flashattn_kvcache_ex(const flashattn_kvcache_params_t* params, vo
   a.causal = p.causal != 0;
   a.num_splits = p.num_splits;
   a.backend = static_cast<flashattn::Backend>(p.backend);
+  if (p.reserved0 != 0) return invalid("params.reserved0: must be 0");
+  a.window_left = p.window_left_plus1 - 1;
+  a.window_right = p.window_right_plus1 - 1;
+  a.softcap = p.softcap;
+  a.alibi_slopes = p.alibi_slopes;
+  a.alibi_batch_stride = p.alibi_batch_stride;
   flashattn::Status s = flashattn::forward_kvcache(a, static_cast<cudaStream_t>(stream));
   return s.ok() ? FLASHATTN_OK : fail(s);
 }

@@ -75,16 +75,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int L = seq_lens(p, b).visible;
   const int rows = p.sq * p.h_ratio;  // packed rows of this KV head
   const int row0 = mt * Cfg::kBlockM;
-  // Last key packed row r sees (bottom-right causal against L: query i sees j <= i + L - Sq).
+  // Keys [kmin_of(r), kmax_of(r)] packed row r sees, bottom-right against L: query i sees j
+  // in [i + L - Sq - left, i + L - Sq + right] (causal: right 0; -1: unbounded side).
+  const int right = p.causal ? 0 : p.window_right;
   auto kmax_of = [&](int r) {
     const int qi = r / p.h_ratio;
-    return p.causal ? min(qi + L - p.sq, L - 1) : L - 1;
+    return right >= 0 ? min(qi + L - p.sq + right, L - 1) : L - 1;
+  };
+  auto kmin_of = [&](int r) {
+    const int qi = r / p.h_ratio;
+    return p.window_left >= 0 ? max(qi + L - p.sq - p.window_left, 0) : 0;
   };
   const int n_keys = kmax_of(min(row0 + Cfg::kBlockM, rows) - 1) + 1;  // keys any row sees; may be <= 0
   const int kmax_first = kmax_of(row0);  // blocks past it need the mask
+  const int kmin_last = kmin_of(min(row0 + Cfg::kBlockM, rows) - 1);  // blocks before it need the mask
   const int n_blocks = n_keys > 0 ? (n_keys + kBlockN - 1) / kBlockN : 0;
-  const int blk_begin = static_cast<int>(int64_t(n_blocks) * split / args.splits);
-  const int blk_end = static_cast<int>(int64_t(n_blocks) * (split + 1) / args.splits);
+  // A window's left edge: blocks no row of the tile sees are never loaded.
+  const int first_blk = min(kmin_of(row0) / kBlockN, n_blocks);
+  const int blk_begin = first_blk + static_cast<int>(int64_t(n_blocks - first_blk) * split / args.splits);
+  const int blk_end = first_blk + static_cast<int>(int64_t(n_blocks - first_blk) * (split + 1) / args.splits);
 
   // ---- loader: thread group g loads rows [16g, 16g + 16) of each block, chunk lc of rows lr + i * kRowsPerPass
   const int g = tid / Cfg::kGroupThreads, gt = tid % Cfg::kGroupThreads;
@@ -163,6 +172,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
   // This lane's accumulator rows: row0 + lane/4 ("a") and + 8 ("b").
   const int kmax_a = kmax_of(row0 + (lane >> 2)), kmax_b = kmax_of(row0 + (lane >> 2) + 8);
+  const int kmin_a = kmin_of(row0 + (lane >> 2)), kmin_b = kmin_of(row0 + (lane >> 2) + 8);
+  // Softcap: S -> tanh(S * scale / cap), the exponent then in units of cap. ALiBi: per row (its
+  // query head), -slope * log2(e) per key of distance from the row's diagonal L - Sq + i.
+  const bool softcap = p.softcap > 0.f;
+  const float cap_scale = softcap ? p.scale / p.softcap : 0.f;
+  const float s_log2 = softcap ? p.softcap * 1.4426950408889634f : p.scale_log2;
+  float alibi_a = 0.f, alibi_b = 0.f;
+  int diag_a = 0, diag_b = 0;
+  if (p.alibi_slopes != nullptr) {
+    const int ra = row0 + (lane >> 2), rb = ra + 8;
+    const float* sl = p.alibi_slopes + int64_t(b) * p.alibi_batch_stride + h * p.h_ratio;
+    alibi_a = -sl[ra % p.h_ratio] * 1.4426950408889634f;
+    alibi_b = -sl[rb % p.h_ratio] * 1.4426950408889634f;
+    diag_a = ra / p.h_ratio + L - p.sq;
+    diag_b = rb / p.h_ratio + L - p.sq;
+  }
   constexpr int kNTiles = Cfg::kDimsPerWarp / 8;
   const int vc0 = kdw * (Cfg::kDimsPerWarp / 8);  // first V chunk of this warp
   float o[kNTiles][4];
@@ -200,15 +225,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     }
 
     // Online softmax in log2 units. s[nt][e] is (row a, key 8nt + 2(lane%4) + e), s[nt][2+e] row b.
-    const bool need_mask = (blk + 1) * kBlockN - 1 > kmax_first;
+    const bool need_mask = (blk + 1) * kBlockN - 1 > kmax_first || blk * kBlockN < kmin_last;
     const int key_lane = blk * kBlockN + kw * 16 + 2 * (lane & 3);
+    if (softcap) {
+      FLASHATTN_UNROLL
+      for (int nt = 0; nt < 2; ++nt)
+        FLASHATTN_UNROLL
+        for (int e = 0; e < 4; ++e) s[nt][e] = tanh_approx(s[nt][e] * cap_scale);
+    }
     FLASHATTN_UNROLL
     for (int nt = 0; nt < 2; ++nt) {
       FLASHATTN_UNROLL
       for (int e = 0; e < 2; ++e) {
         const int key = key_lane + nt * 8 + e;
-        s[nt][e] = (need_mask && key > kmax_a) ? kNegInf : s[nt][e] * p.scale_log2;
-        s[nt][2 + e] = (need_mask && key > kmax_b) ? kNegInf : s[nt][2 + e] * p.scale_log2;
+        float bias_a = 0.f, bias_b = 0.f;
+        if (alibi_a != 0.f || alibi_b != 0.f) {
+          bias_a = alibi_a * static_cast<float>(abs(diag_a - key));
+          bias_b = alibi_b * static_cast<float>(abs(diag_b - key));
+        }
+        s[nt][e] = (need_mask && (key > kmax_a || key < kmin_a)) ? kNegInf : fmaf(s[nt][e], s_log2, bias_a);
+        s[nt][2 + e] = (need_mask && (key > kmax_b || key < kmin_b)) ? kNegInf : fmaf(s[nt][2 + e], s_log2, bias_b);
       }
     }
     const float mx_a = quad_max(fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])));

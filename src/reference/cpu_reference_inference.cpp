@@ -11,9 +11,20 @@ namespace {
 
 int value_dim(int d, int dv) { return dv > 0 ? dv : d; }
 
-// One sequence as a dense B = 1 problem.
-Problem one_sequence(int sq, int sk, int hq, int hkv, int d, int dv, bool causal, double scale) {
+// One sequence (batch index b) as a dense B = 1 problem, with the call's modifiers.
+template <class Pr>
+Problem one_sequence(const Pr& pr, int b, int sq, int sk, int dv) {
   Problem one;
+  one.window_left = pr.window_left;
+  one.window_right = pr.window_right;
+  one.softcap = pr.softcap;
+  if (!pr.alibi_slopes.empty()) {
+    const auto first = pr.alibi_slopes.begin() + static_cast<int64_t>(b) * pr.alibi_batch_stride;
+    one.alibi_slopes.assign(first, first + pr.hq);
+  }
+  const int hq = pr.hq, hkv = pr.hkv, d = pr.d;
+  const bool causal = pr.causal;
+  const double scale = pr.scale;
   one.b = 1;
   one.sq = sq;
   one.sk = sk;
@@ -36,8 +47,7 @@ void for_each_varlen(const VarlenProblem& pr, const int32_t* cu_q, const int32_t
   std::vector<double> seq_lse;
   for (int i = 0; i < pr.b; ++i) {
     const int64_t q0 = cu_q[i], k0 = cu_k[i];
-    const Problem one = one_sequence(static_cast<int>(cu_q[i + 1] - q0), static_cast<int>(cu_k[i + 1] - k0),
-                                     pr.hq, pr.hkv, pr.d, dv, pr.causal, pr.scale);
+    const Problem one = one_sequence(pr, i, static_cast<int>(cu_q[i + 1] - q0), static_cast<int>(cu_k[i + 1] - k0), dv);
     if (one.sq == 0) continue;
     // A sequence's rows are contiguous in the packed tensors: a (1, S, H, width) tensor each.
     seq_lse.assign(static_cast<size_t>(pr.hq) * one.sq, 0.0);
@@ -79,7 +89,7 @@ void for_each_cached(const KvCacheProblem& pr, const int32_t* cache_seqlens, con
       std::copy_n(k_cache + row * pr.hkv * pr.d, pr.hkv * pr.d, kd.begin() + j * pr.hkv * pr.d);
       std::copy_n(v_cache + row * pr.hkv * dv, pr.hkv * dv, vd.begin() + j * pr.hkv * dv);
     }
-    const Problem one = one_sequence(pr.sq, static_cast<int>(len), pr.hq, pr.hkv, pr.d, dv, pr.causal, pr.scale);
+    const Problem one = one_sequence(pr, b, pr.sq, static_cast<int>(len), dv);
     const int64_t q_rows = static_cast<int64_t>(b) * pr.sq;
     attend(one, q + q_rows * pr.hq * pr.d, kd.data(), vd.data(), out + q_rows * pr.hq * dv,
            lse != nullptr ? lse + static_cast<int64_t>(b) * pr.hq * pr.sq : nullptr);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "flashattn/flashattn.h"
 
@@ -18,6 +19,12 @@ struct VarlenProblem {
   int dv = 0;  // 0: d
   bool causal = false;
   double scale = 0.0;  // 0: 1/sqrt(d)
+  // Issue 17's modifiers, per sequence, with ref::Problem's meanings (window bottom-right against
+  // the sequence's own lengths; ALiBi slopes (Hq,) shared, or (B, Hq) with stride Hq).
+  int window_left = -1, window_right = -1;
+  double softcap = 0.0;
+  std::vector<double> alibi_slopes;
+  int64_t alibi_batch_stride = 0;
 };
 void attention_varlen_fp64(const VarlenProblem& pr, const int32_t* cu_q, const int32_t* cu_k,
                            const double* q, const double* k, const double* v, double* out,
@@ -43,6 +50,12 @@ struct KvCacheProblem {
   int s_cache = 0;    // contiguous: keys per sequence the cache holds
   int page_size = 0;  // paged: rows per page (0: contiguous)
   int max_pages = 0;  // paged: block_table's row length
+  // Issue 17's modifiers, per sequence, with ref::Problem's meanings (window bottom-right against
+  // the sequence's own lengths; ALiBi slopes (Hq,) shared, or (B, Hq) with stride Hq).
+  int window_left = -1, window_right = -1;
+  double softcap = 0.0;
+  std::vector<double> alibi_slopes;
+  int64_t alibi_batch_stride = 0;
 };
 void attention_kvcache_fp64(const KvCacheProblem& pr, const int32_t* cache_seqlens,
                             const int32_t* block_table, double* k_cache, double* v_cache,

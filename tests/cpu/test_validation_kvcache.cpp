@@ -134,6 +134,16 @@ TEST(ValidationKvCache, BadArgumentsAreNamed) {
   a.k_new.data = a.k_cache.data;
   expect_invalid(a, "k_new: shares memory with k_cache");
   a = good();
+  a.window_left = -3;
+  expect_invalid(a, "window_left: -3");
+  a = good();
+  a.softcap = -2.f;
+  expect_invalid(a, "softcap");
+  a = good();
+  a.alibi_slopes = reinterpret_cast<const float*>(g_i32);
+  a.alibi_batch_stride = 5;
+  expect_invalid(a, "alibi_batch_stride");
+  a = good();
   a.q.shape[3] = 60;
   a.k_cache.shape[3] = a.k_new.shape[3] = 60;
   expect_invalid(a, "q: head dim 60");
@@ -159,7 +169,8 @@ TEST(ValidationKvCache, EmptyCallsLaunchNothing) {
 
 TEST(CApiKvCache, SizeRuleAndFields) {
   EXPECT_EQ(flashattn_kvcache_params_size(), sizeof(flashattn_kvcache_params_t));
-  EXPECT_EQ(FLASHATTN_KVCACHE_PARAMS_SIZE_V1, sizeof(flashattn_kvcache_params_t));
+  EXPECT_EQ(FLASHATTN_KVCACHE_PARAMS_SIZE_V2, sizeof(flashattn_kvcache_params_t));
+  EXPECT_LT(FLASHATTN_KVCACHE_PARAMS_SIZE_V1, FLASHATTN_KVCACHE_PARAMS_SIZE_V2);
   flashattn_kvcache_params_t p;
   flashattn_kvcache_params_init(&p);
   EXPECT_EQ(flashattn_kvcache_ex(nullptr, nullptr), FLASHATTN_INVALID_ARGUMENT);

@@ -43,6 +43,10 @@ struct KvCase {
   int capacity;   // keys per sequence the cache holds (paged: max_pages * page_size)
   std::vector<int> seqlens;  // cache_seqlens before the append (b entries)
   bool null_seqlens = false;  // pass cache_seqlens = null, cache_seqlen = seqlens[0] (all equal)
+  // Issue 17's modifiers: window (-1 unbounded), softcap (0 off), ALiBi (0 off, 1 (Hq,), 2 (B, Hq)).
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  int alibi = 0;
 };
 
 void PrintTo(const KvCase& c, std::ostream* os) { *os << c.name; }
@@ -72,6 +76,13 @@ std::vector<KvCase> cases() {
       // long enough that the heuristic splits (b * hkv * m_tiles CTAs are few)
       {"paged64_long_d128", 2, 1, 32, 8, 128, 128, false, bf, 1, 64, 4160, {4096, 1000}},
       {"contig_long_d64_causal_sq2", 1, 2, 4, 1, 64, 64, true, fp, 2, 0, 5000, {4095}},
+      // sliding window (decode and Sq 4, causal and not), softcap, ALiBi, all together
+      {"window_d128_gqa8_sq1", 3, 1, 32, 4, 128, 128, false, bf, 1, 0, 600, {0, 300, 590}, false, 100, 0},
+      {"window_paged64_causal_sq4", 3, 4, 32, 4, 128, 128, true, fp, 2, 64, 640, {70, 3, 500}, false, 64, -1},
+      {"window_both_sides_d64", 2, 4, 8, 2, 64, 64, false, bf, 0, 0, 300, {200, 40}, false, 31, 2},
+      {"softcap30_d128", 2, 2, 16, 2, 128, 128, true, bf, 1, 0, 400, {250, 9}, false, -1, -1, 30.f},
+      {"alibi_heads_paged16", 2, 1, 16, 4, 64, 64, false, fp, 1, 16, 320, {100, 300}, false, -1, -1, 0.f, 1},
+      {"alibi_batch_window_cap_d256", 2, 3, 8, 2, 256, 256, true, bf, 1, 0, 700, {600, 130}, false, 257, 0, 50.f, 2},
   };
 }
 
@@ -131,7 +142,10 @@ TEST_P(KvCache, MatchesReferenceAndWritesOnlyNewKeys) {
   DeviceBuffer q(size_t(rows_q) * kw * 2), kc(size_t(n_kc) * 2), vc(size_t(n_vc) * 2),
       kn(size_t(std::max<int64_t>(rows_new, 1)) * kw * 2), vn(size_t(std::max<int64_t>(rows_new, 1)) * vw * 2),
       o(size_t(rows_q) * vw * 2), lse(size_t(n_lse + lse_guard) * 4), seqlens(size_t(c.b) * 4),
-      bt(table.size() * 4);
+      bt(table.size() * 4), slopes(size_t(c.b) * c.hq * 4);
+  std::vector<float> hslopes(size_t(c.b) * c.hq);
+  for (size_t i = 0; i < hslopes.size(); ++i) hslopes[i] = 0.3f / float(1 + i % 5) + 0.02f * float(i / c.hq);
+  ASSERT_EQ(cudaMemcpy(slopes.ptr, hslopes.data(), hslopes.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   // Caches: NaN, then random values in the keys each sequence holds (gaps NaN again).
   ASSERT_EQ(cudaMemset(kc.ptr, 0xFF, kc.bytes), cudaSuccess);
   ASSERT_EQ(cudaMemset(vc.ptr, 0xFF, vc.bytes), cudaSuccess);
@@ -175,6 +189,15 @@ TEST_P(KvCache, MatchesReferenceAndWritesOnlyNewKeys) {
   ref::KvCacheProblem pr;
   pr.b = c.b; pr.sq = c.sq; pr.hq = c.hq; pr.hkv = c.hkv; pr.d = c.d; pr.dv = c.dv; pr.causal = c.causal;
   pr.s_new = c.s_new; pr.s_cache = paged ? 0 : c.capacity; pr.page_size = c.page_size; pr.max_pages = max_pages;
+  // Causal with a window: the API stores right = 0 (the intersection).
+  const int wr = c.causal && (c.window_left >= 0 || c.window_right >= 0) ? 0 : c.window_right;
+  pr.window_left = c.window_left;
+  pr.window_right = wr;
+  pr.softcap = c.softcap;
+  if (c.alibi) {
+    pr.alibi_slopes.assign(hslopes.begin(), hslopes.begin() + (c.alibi == 2 ? c.b * c.hq : c.hq));
+    pr.alibi_batch_stride = c.alibi == 2 ? c.hq : 0;
+  }
   const auto qd = dense(q_raw, rows_q, 1, c.d, c.dt);
   const auto knd = dense(kn_raw, rows_new, 1, c.d, c.dt), vnd = dense(vn_raw, rows_new, 1, c.dv, c.dt);
   std::vector<double> ref_o(size_t(rows_q) * c.dv), low_o(ref_o.size()), ref_l(static_cast<size_t>(n_lse));
@@ -216,6 +239,13 @@ TEST_P(KvCache, MatchesReferenceAndWritesOnlyNewKeys) {
   }
   p.o = {o.ptr, c.sq * c.hq * vw, c.hq * vw, vw};
   p.lse = static_cast<float*>(lse.ptr);
+  p.window_left = c.window_left;
+  p.window_right = wr;
+  p.softcap = c.softcap;
+  if (c.alibi) {
+    p.alibi_slopes = static_cast<const float*>(slopes.ptr);
+    p.alibi_batch_stride = c.alibi == 2 ? c.hq : 0;
+  }
 
   for (int splits : {1, 3, 0}) {
     SCOPED_TRACE("num_splits " + std::to_string(splits));
@@ -250,7 +280,8 @@ TEST_P(KvCache, MatchesReferenceAndWritesOnlyNewKeys) {
       lse_err = std::isnan(gl[i]) ? INFINITY : std::max(lse_err, std::fabs(double(gl[i]) - ref_l[i]));
     }
     EXPECT_EQ(inf_wrong, 0) << "rows without keys must have lse -inf";
-    EXPECT_LE(lse_err, 1e-3) << "lse";
+    // Softcap: tanh.approx (relative error <= 2^-11) moves a score by up to softcap * 2^-11.
+    EXPECT_LE(lse_err, 1e-3 + 2.0 * c.softcap / 2048.0) << "lse";
     int64_t guard_written = 0;
     for (int64_t i = n_lse; i < n_lse + lse_guard; ++i) guard_written += !std::isnan(gl[i]);
     EXPECT_EQ(guard_written, 0) << "written past lse";

@@ -315,10 +315,13 @@ def test_errors_name_the_argument():
             f(q, kc, vc, rotary_cos=q, rotary_sin=q, cache_seqlens=seqlens, block_table=table)
         with pytest.raises(NotImplementedError, match="cache_batch_idx"):
             f(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=seqlens, block_table=table)
-        with pytest.raises(NotImplementedError, match="sliding-window"):
-            f(q, kc, vc, cache_seqlens=seqlens, block_table=table, window_size=(8, 0))
-        with pytest.raises(NotImplementedError, match="softcapping"):
-            f(q, kc, vc, cache_seqlens=seqlens, block_table=table, softcap=30.0)
+        with pytest.raises(ValueError, match="window_size"):
+            f(q, kc, vc, cache_seqlens=seqlens, block_table=table, window_size=(-2, 0))
+        with pytest.raises(ValueError, match="softcap"):
+            f(q, kc, vc, cache_seqlens=seqlens, block_table=table, softcap=-1.0)
+        with pytest.raises(ValueError, match="alibi_slopes"):
+            f(q, kc, vc, cache_seqlens=seqlens, block_table=table,
+              alibi_slopes=torch.ones(3, device="cuda"))
         # The library's own checks come back as ValueError with its message.
         with pytest.raises(ValueError, match="cache_seqlen"):
             f(q, kc, vc, k, v, cache_seqlens=32, block_table=table)  # 32 + 1 > 32 keys
@@ -336,3 +339,47 @@ def test_lse_matches_logsumexp_of_scores():
                                                    return_softmax_lse=True)
     s = (q[0, 0, 0].float() @ k_cache[0, :20, 0].float().T) / math.sqrt(D)
     assert abs(lse[0, 0, 0].item() - torch.logsumexp(s, 0).item()) <= 1e-2
+
+
+@pytest.mark.parametrize("mods", [
+    dict(window_size=(100, 0)), dict(window_size=(40, 7)), dict(softcap=30.0),
+    dict(alibi="heads"), dict(alibi="batch", window_size=(64, 0), softcap=50.0)],
+    ids=["window100", "window40_7", "softcap30", "alibi", "all"])
+@pytest.mark.parametrize("page_size", [None, 64], ids=["contig", "p64"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_window_softcap_alibi_match_dense_call(mods, page_size, causal):
+    """The decode kernel's window / softcap / ALiBi against flash_attn_func on each sequence's
+    visible keys with the same modifiers (itself checked against a torch reference in
+    test_features.py): both meet the rule, so they agree within twice its bound."""
+    B, hq, hkv, d, sq, capacity = 3, 16, 4, 128, 4, 512
+    lens = [5, 200, 500]
+    cache = Cache(B, capacity, hkv, d, d, lens, torch.bfloat16, page_size)
+    scale = 3.0 if "softcap" in mods else 1.0  # scores large enough for the cap to bend
+    q = rand(B, sq, hq, d) * scale
+    k_new, v_new = rand(B, 2, hkv, d), rand(B, 2, hkv, d)
+    kw = dict(mods)
+    alibi = kw.pop("alibi", None)
+    if alibi == "heads":
+        kw["alibi_slopes"] = torch.rand(hq, device="cuda") * 0.2
+    elif alibi == "batch":
+        kw["alibi_slopes"] = torch.rand(B, hq, device="cuda") * 0.2
+    seqlens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    with torch.no_grad():
+        out, lse = flashattn.flash_attn_with_kvcache(
+            q, cache.k_cache, cache.v_cache, k_new, v_new, cache_seqlens=seqlens,
+            block_table=cache.block_table, causal=causal, return_softmax_lse=True, **kw)
+        _, _, k_log, v_log = cache.expected(lens, k_new, v_new)
+        for b, n in enumerate(lens):
+            L = n + 2
+            kb = dict(kw)
+            if alibi == "batch":
+                kb["alibi_slopes"] = kw["alibi_slopes"][b]
+            want, want_lse = flashattn.flash_attn_func(
+                q[b:b + 1], k_log[b:b + 1, :L], v_log[b:b + 1, :L], causal=causal,
+                return_lse=True, **kb)
+            err = (out[b:b + 1].float() - want.float()).abs().max().item()
+            assert err <= 3e-2, f"sequence {b}: {err}"
+            finite = torch.isfinite(want_lse)
+            assert torch.equal(torch.isfinite(lse[b:b + 1]), finite)
+            if finite.any():
+                assert (lse[b:b + 1][finite] - want_lse[finite]).abs().max().item() <= 5e-2

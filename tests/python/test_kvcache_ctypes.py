@@ -49,7 +49,8 @@ def test_kvcache_params_layout_follows_the_header():
     assert [P.cache_seqlen.offset, P.max_pages.offset, P.softmax_scale.offset, P.causal.offset,
             P.num_splits.offset, P.backend.offset] == [base + 32 + 4 * i for i in range(6)]
     # Version 1 ends on an 8-byte boundary at its last field (flashattn_c.h's rule 3).
-    assert P.backend.offset + 4 == ctypes.sizeof(P) == 544
+    assert P.backend.offset + 4 == 544  # version 1 ends here
+    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == 576  # version 2
 
 
 @needs_kvcache
