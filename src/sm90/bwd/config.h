@@ -33,6 +33,9 @@ struct BwdConfig {
   static constexpr bool kDqInStage = kSplitD;
   static constexpr bool kBf16 = kBf16_;
   static constexpr MaskKind kMaskKind = kMaskKind_;
+  // The feature kernel (issue 17): the sliding window (both edges masked, query blocks bounded on
+  // both sides) with run-time softcap and ALiBi switches; its arguments are Sm90BwdFeatureArgs.
+  static constexpr bool kLocal = kMaskKind == MaskKind::kLocal;
   static constexpr int kStages = kStages_;  // Q/dO/lse/dsum ring depth
 
   static constexpr int kNumMmaWarpgroups = 2;

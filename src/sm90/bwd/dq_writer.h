@@ -2,7 +2,8 @@
 // staged dQ into the fp32 accumulator with one bulk reduce-add, so the MMA warpgroups never wait
 // on a reduction (they only wait for the staging to have been read, long done by then).
 // Deterministic mode: key blocks add into a (batch, head, query block) in a fixed order (`turn`
-// is the block's place in it: ascending key blocks, or under causal descending, see kernel.h).
+// is the block's place in it: ascending key blocks, or under causal descending, or under a
+// window ascending from the query block's first key block; see kernel.h).
 // Each waits for the counter to reach its turn, and advances it only after its own reduction
 // has completed in global memory (wait_group 0), not merely read its staging: the next block's
 // reduction must land on a finished sum.

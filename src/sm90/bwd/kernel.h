@@ -2,6 +2,9 @@
 // key blocks: under a causal mask the first key blocks have the most query blocks, so the longest
 // CTAs start first, and deterministic mode's ordered dQ reductions (key block n waits for n - 1)
 // only ever wait on CTAs launched before them.
+// Sliding window (MaskKind::kLocal, the feature kernel): a key block's query blocks are bounded
+// on both sides and masked at both ends; deterministic mode stays ascending, each block's place
+// in query block m's order counted from m's first key block (n_block_range(m).lo).
 // Warpgroup 0: thread 0 loads K and V once (TMA), then per (query head of the group, query
 // block) Q, dO (TMA) and the block's lse / dsum (1-D bulk copies) into a kStages ring; thread 32
 // is the dQ writer (bwd/dq_writer.h). Warpgroups 1 and 2 compute (bwd/mainloop.h).
@@ -32,11 +35,18 @@ struct BwdBarriers {
   uint64_t kv_full;             // K and V of the CTA's key block landed
 };
 
+// The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
+template <class Cfg, class Args>
+__device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
+  if constexpr (Cfg::kLocal) return Mask<Cfg::kMaskKind>{args.sq, args.sk, args.window_left, args.window_right};
+  else return Mask<Cfg::kMaskKind>{args.sq, args.sk};
+}
+
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     sm90_bwd_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                     const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmDo,
-                    const Sm90BwdArgs args) {
+                    const BwdArgsOf<Cfg> args) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace arch;
   __shared__ BwdBarriers<Cfg> bars;
@@ -52,9 +62,14 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const bool descending = kCausal && args.dq_turn != nullptr;
   const int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const Mask<Cfg::kMaskKind> rule{args.sq, args.sk};
+  const Mask<Cfg::kMaskKind> rule = bwd_rule<Cfg>(args);
   const BlockRange mr = rule.m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
-  const int first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  // kLocal: query blocks [unmasked.lo, unmasked.hi) see every key of the block; the others of mr
+  // (both ends) need the element-wise rule. Else blocks from first_unmasked on need none.
+  BlockRange unmasked{};
+  int first_unmasked = 0;
+  if constexpr (Cfg::kLocal) unmasked = rule.unmasked_m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  else first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -96,6 +111,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
           // has 24 registers; the 64-bit form spilled at D=256). m's last row, then the keys it
           // sees (causal: last + sk - sq + 1, clamped), in key blocks.
           int turn = n_block;
+          if constexpr (Cfg::kLocal) {
+            // Ascending from m's first key block, n_block_range(m).lo = key_begin(m's first row) /
+            // kBlockN (32-bit: |row + sk - sq - left| <= sq + sk, common/mask.h). Every key block
+            // from there to this one visits m (the visible pairs of a window are contiguous both
+            // ways) and launched before this CTA.
+            const int first = m * Cfg::kBlockM + (args.sk - args.sq) - args.window_left;
+            const int begin = min(max(first, 0), args.sk);
+            turn = n_block - static_cast<int>(static_cast<unsigned>(begin) / Cfg::kBlockN);
+          }
           if (descending) {
             const int last = m >= (args.sq - 1) / Cfg::kBlockM ? args.sq - 1 : m * Cfg::kBlockM + Cfg::kBlockM - 1;
             const int keys = min(max(last + (args.sk - args.sq) + 1, 0), args.sk);
@@ -165,10 +189,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     int buf = 0;  // dS^T buffer of the current block
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
+      // ALiBi (feature kernel): -slope * |i + sk - sq - j| in units of the score the exp2 takes
+      // (S, or t under softcap), as the forward adds it.
+      float alibi_coef = 0.f;
+      if constexpr (Cfg::kLocal) {
+        if (args.alibi != nullptr) alibi_coef = -args.alibi[b * args.alibi_bstride + h] * 1.4426950408889634f / args.scale_log2;
+      }
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {
-        mma.template step<Cfg::kMaskKind>(bars.ring, st, buf, bars.dq, dq_phase, key0, m * Cfg::kBlockM,
-                                          m < first_unmasked, args);
+        const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;
+        mma.template step<Cfg::kMaskKind>(bars.ring, st, buf, bars.dq, dq_phase, key0, m * Cfg::kBlockM, need_mask,
+                                          args, alibi_coef);
         dq_phase ^= 1;
         buf ^= 1;
         st.advance();

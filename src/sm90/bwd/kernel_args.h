@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/fast_div.h"
+#include "common/mask.h"
 
 namespace flashattn::sm90 {
 
@@ -23,7 +25,25 @@ struct Sm90BwdArgs {
   int d = 0, d_v = 0;  // dK's and dV's columns (<= the kernel's head dim; no others are written)
   int sq_pad = 0, num_m_blocks = 0;
   float scale = 0.f;       // dK = scale * dS^T Q
-  float scale_log2 = 0.f;  // P = exp2(scale_log2 * S - lse_log2)
+  float scale_log2 = 0.f;  // P = exp2(scale_log2 * S - lse_log2); softcap: exp2(scale_log2 * t - lse_log2)
 };
+
+// The feature kernels' arguments (MaskKind::kLocal configs, issue 17): the plain ones plus the
+// window and the run-time softcap / ALiBi switches. A separate type, so the other kernels keep
+// their parameter block (and their PTX) unchanged.
+struct Sm90BwdFeatureArgs : Sm90BwdArgs {
+  // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
+  // right in [0, sq].
+  int window_left = 0, window_right = 0;
+  // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
+  // softmax took were t = tanh(S * softcap_scale) in units of softcap.
+  float softcap_scale = 0.f;
+  // ALiBi: slopes (index b * alibi_bstride + query head), or null (off).
+  const float* alibi = nullptr;
+  int64_t alibi_bstride = 0;
+};
+
+template <class Cfg>
+using BwdArgsOf = std::conditional_t<Cfg::kMaskKind == MaskKind::kLocal, Sm90BwdFeatureArgs, Sm90BwdArgs>;
 
 }  // namespace flashattn::sm90

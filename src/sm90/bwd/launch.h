@@ -67,7 +67,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
       !encode_bshd(&tmV, p.v, dt, p.b, p.sk, p.hkv, p.d_v, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90 backward: cuTensorMapEncodeTiled failed"};
 
-  Sm90BwdArgs args;
+  BwdArgsOf<Cfg> args;
   args.lse_log2 = lse_log2;
   args.dsum = dsum;
   args.dq_accum = dq_accum;
@@ -91,6 +91,21 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   args.num_m_blocks = num_m;
   args.scale = p.scale;
   args.scale_log2 = p.scale_log2;
+  if constexpr (Cfg::kLocal) {
+    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both).
+    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+    args.window_left = w.left;
+    args.window_right = w.right;
+    args.alibi = p.alibi_slopes;
+    args.alibi_bstride = p.alibi_batch_stride;
+    if (p.softcap > 0.f) {
+      args.softcap_scale = p.scale / p.softcap;
+      args.scale_log2 = p.softcap * 1.4426950408889634f;  // P = exp2(softcap log2(e) t - lse_log2)
+    }
+  } else {
+    if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+      return {StatusCode::kInternal, "backend sm90 backward: window / softcap / ALiBi on a kernel without them"};
+  }
 
   auto kernel = sm90_bwd_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward");
@@ -112,8 +127,13 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   return detail::check_launch("backend sm90 backward: postprocess");
 }
 
-// Defined in bwd/instantiations/bwd_d{64,128}.cu.
+// Defined in bwd/instantiations/bwd_d{64,128,256}.cu.
 template <int D, bool Bf16>
 Status run_bwd(const detail::BwdParams& p, cudaStream_t stream);
+// Calls with a sliding window, softcap or ALiBi (the feature specialisations in bwd_d{64,128,256}.cu): one kLocal
+// kernel per head dim and dtype with run-time softcap / ALiBi (a causal call is the window
+// (unbounded, 0)).
+template <int D, bool Bf16>
+Status run_bwd_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm90

@@ -9,8 +9,8 @@
 namespace flashattn::detail {
 
 Status sm90_supports(const BwdParams& p) {
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
-    return {StatusCode::kNotSupported, "backend sm90: no backward kernel for window_size / softcap / ALiBi yet"};
+  // Window, softcap and ALiBi run on the feature kernels (launch.h run_bwd_feature). BwdParams carries
+  // no varlen batch today; if it ever does, refuse it here until the kernels learn it.
   if (sm90::bwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: no backward kernel for head dims " + std::to_string(p.d) + "/" +
                                            std::to_string(p.d_v) + " (up to 256)"};
@@ -30,6 +30,13 @@ Status sm90_supports(const BwdParams& p) {
 // Precondition: choose_backend picked sm90 for p (device 9.0, sm90_supports ok).
 Status sm90_backward(const BwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == ElemType::kBFloat16;
+  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+    switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
+      case 64: return bf16 ? sm90::run_bwd_feature<64, true>(p, stream) : sm90::run_bwd_feature<64, false>(p, stream);
+      case 128: return bf16 ? sm90::run_bwd_feature<128, true>(p, stream) : sm90::run_bwd_feature<128, false>(p, stream);
+      default: return bf16 ? sm90::run_bwd_feature<256, true>(p, stream) : sm90::run_bwd_feature<256, false>(p, stream);
+    }
+  }
   // As the forward: a smaller head dim runs on the covering kernel with zero-filled columns.
   switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
     case 64: return bf16 ? sm90::run_bwd<64, true>(p, stream) : sm90::run_bwd<64, false>(p, stream);

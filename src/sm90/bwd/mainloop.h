@@ -98,10 +98,14 @@ struct BwdMma {
   // the dQ writer (full/empty barriers `dq`, one staging buffer).
   // kDqInStage: dQ goes over this group's halves of the stage's Q and dO tiles, `dq` has one full
   // barrier per stage and the dQ writer releases the stage (dq_phase unused).
-  template <MaskKind Kind, class DqRing>
+  // The feature kernel (kLocal, Sm90BwdFeatureArgs): the window's both edges in the mask, and
+  // the run-time softcap (args.softcap_scale > 0) and ALiBi (alibi_coef != 0, in units of the
+  // score exp2 takes) recomputed as the forward applied them; dS^T then carries softcap's
+  // 1 - t^2 into dK and dQ.
+  template <MaskKind Kind, class DqRing, class Args>
   __device__ __forceinline__ void step(MbarRing<Cfg::kStages>& ring, const PipelineState<Cfg::kStages>& st, int buf,
                                        DqRing& dq, uint32_t dq_phase, int key0, int m0, bool need_mask,
-                                       const Sm90BwdArgs& args) {
+                                       const Args& args, float alibi_coef) {
     const uint32_t q_base = smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes;
     const uint32_t do_base = smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes;
     float rS[kS], rdP[kS];
@@ -118,26 +122,30 @@ struct BwdMma {
     const float* dsum = reinterpret_cast<const float*>(smem_gp + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes);
     const int q4 = t & 3;
     const int key_a = key0 + row_local(), key_b = key_a + 8;
+    if constexpr (Kind == MaskKind::kLocal) {
+      step_scores_local(rS, rdP, lse, dsum, key_a, m0, need_mask, args, alibi_coef);
+    } else {
 #pragma unroll
-    for (int j = 0; j < kS / 4; ++j) {
-      const int col = 8 * j + 2 * q4;
-      const float2 l = *reinterpret_cast<const float2*>(lse + col);
-      const float2 ds = *reinterpret_cast<const float2*>(dsum + col);
+      for (int j = 0; j < kS / 4; ++j) {
+        const int col = 8 * j + 2 * q4;
+        const float2 l = *reinterpret_cast<const float2*>(lse + col);
+        const float2 ds = *reinterpret_cast<const float2*>(dsum + col);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = 4 * j + e;
-        const float li = (e & 1) ? l.y : l.x;
-        const float di = (e & 1) ? ds.y : ds.x;
-        float p = arch::ex2_approx_ftz(rS[i] * args.scale_log2 - li);
-        if (need_mask) {
-          const int key = (e & 2) ? key_b : key_a;
-          const int m = m0 + col + (e & 1);
-          int lim = args.sk;
-          if constexpr (Kind == MaskKind::kCausal) lim = min(lim, max(0, m + (args.sk - args.sq) + 1));
-          if (key >= lim) p = 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const int i = 4 * j + e;
+          const float li = (e & 1) ? l.y : l.x;
+          const float di = (e & 1) ? ds.y : ds.x;
+          float p = arch::ex2_approx_ftz(rS[i] * args.scale_log2 - li);
+          if (need_mask) {
+            const int key = (e & 2) ? key_b : key_a;
+            const int m = m0 + col + (e & 1);
+            int lim = args.sk;
+            if constexpr (Kind == MaskKind::kCausal) lim = min(lim, max(0, m + (args.sk - args.sq) + 1));
+            if (key >= lim) p = 0.f;
+          }
+          rS[i] = p;
+          rdP[i] = p * (rdP[i] - di);
         }
-        rS[i] = p;
-        rdP[i] = p * (rdP[i] - di);
       }
     }
     uint32_t fP[kK][4], fdS[kK][4];
@@ -155,6 +163,68 @@ struct BwdMma {
       finish_dq_in_stage(st, buf, dq, fP, fdS);
     } else {
       finish_dq(ring, st, buf, dq, dq_phase, fP, fdS);
+    }
+  }
+
+  // P^T and dS^T of the feature kernel from the raw S^T (rS) and dP^T (rdP) accumulators, in
+  // place. Per element (query m, key n): x = S, or t = tanh(S * softcap_scale) under softcap;
+  // x += alibi_coef * |m + sk - sq - n|; P = exp2(x * scale_log2 - lse_log2), 0 outside the
+  // window [key_begin(m), key_end(m)); dS = P (dP - dsum), times 1 - t^2 under softcap (the
+  // derivative of softcap * tanh(scale S / softcap) w.r.t. scale S; dK's and dQ's final
+  // `* scale` supply the rest).
+  template <class Args>
+  __device__ __forceinline__ void step_scores_local(float (&rS)[kS], float (&rdP)[kS], const float* lse, const float* dsum,
+                                                    int key_a, int m0, bool need_mask, const Args& args,
+                                                    float alibi_coef) const {
+    const int q4 = t & 3;
+    const bool softcap = args.softcap_scale > 0.f;
+    // Element (j, e) sits at query m0 + 8j + 2q4 + (e & 1), key key_a + 8 ((e >> 1) & 1): its
+    // distance i + sk - sq - j is d0 + c, c = 8j + (e & 1) - 8 ((e >> 1) & 1) a compile-time
+    // constant. ALiBi takes it in float (one conversion per step; exact below 2^24), the window
+    // as one unsigned compare: key_begin <= key <= i + sk - sq + right iff
+    // -right <= d0 + c <= left, i.e. (unsigned)(d0 + c + right) <= left + right.
+    const int d0 = m0 + 2 * q4 + (args.sk - args.sq) - key_a;
+    const float diag0 = static_cast<float>(d0);
+    const int win_base = d0 + args.window_right;
+    const uint32_t win_span = static_cast<uint32_t>(args.window_left + args.window_right);
+    const bool key_a_in = key_a < args.sk, key_b_in = key_a + 8 < args.sk;
+    // Three in-place passes, so no per-element value outlives its pass (the D=64 kernel spilled
+    // with t and 1 - t^2 carried through one loop): t = tanh(S * softcap_scale) into rS (as the
+    // forward); dP - dsum, times 1 - t^2 under softcap, into rdP; then P into rS and dS = P (dP -
+    // dsum) g into rdP.
+    if (softcap) {
+#pragma unroll
+      for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * args.softcap_scale);
+    }
+#pragma unroll
+    for (int j = 0; j < kS / 4; ++j) {
+      const float2 ds = *reinterpret_cast<const float2*>(dsum + 8 * j + 2 * q4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        const float di = (e & 1) ? ds.y : ds.x;
+        // d x / d (scale S) in units of softcap: 1 - t^2 (1 without softcap).
+        const float g = softcap ? fmaf(-rS[i], rS[i], 1.f) : 1.f;
+        rdP[i] = (rdP[i] - di) * g;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kS / 4; ++j) {
+      const float2 l = *reinterpret_cast<const float2*>(lse + 8 * j + 2 * q4);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * j + e;
+        const float li = (e & 1) ? l.y : l.x;
+        const int c = 8 * j + (e & 1) - 8 * ((e >> 1) & 1);
+        const float x = fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[i]);
+        float p = arch::ex2_approx_ftz(x * args.scale_log2 - li);
+        if (need_mask) {
+          const bool key_in = (e & 2) ? key_b_in : key_a_in;
+          if (!key_in || static_cast<uint32_t>(win_base + c) > win_span) p = 0.f;
+        }
+        rS[i] = p;
+        rdP[i] *= p;
+      }
     }
   }
 

@@ -1,4 +1,4 @@
-// sm90 backward, head dim 64 (fp16 and bf16, both mask kinds).
+// sm90 backward, head dim 64 (fp16 and bf16, both mask kinds, and the feature kernel).
 #include "sm90/bwd/launch.h"
 
 namespace flashattn::sm90 {
@@ -16,6 +16,20 @@ template <>
 Status run_bwd<64, false>(const detail::BwdParams& p, cudaStream_t stream) {
   return p.causal ? launch_bwd<BwdCfg64<false, MaskKind::kCausal>, __half>(p, stream)
                   : launch_bwd<BwdCfg64<false, MaskKind::kNone>, __half>(p, stream);
+}
+
+// Window / softcap / ALiBi (issue 17): the kLocal feature kernel with run-time softcap and ALiBi.
+template <bool Bf16>
+using BwdFeatureCfg64 = BwdConfig<64, 128, Bf16, MaskKind::kLocal>;
+
+template <>
+Status run_bwd_feature<64, true>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd<BwdFeatureCfg64<true>, __nv_bfloat16>(p, stream);
+}
+
+template <>
+Status run_bwd_feature<64, false>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd<BwdFeatureCfg64<false>, __half>(p, stream);
 }
 
 }  // namespace flashattn::sm90
