@@ -69,15 +69,7 @@ Status validate_and_convert(const KvCacheArgs& a, KvCacheParams* p, bool* empty_
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0.f)
     return invalid("softmax_scale: must be finite and >= 0 (0 means 1/sqrt(D)), got " + std::to_string(a.softmax_scale));
   if (a.num_splits < 0 || a.num_splits > 1024) return invalid("num_splits: " + str(a.num_splits) + " not in 0..1024");
-  if (a.window_left < -1) return invalid("window_left: " + str(a.window_left) + " (-1 for unbounded, or >= 0)");
-  if (a.window_right < -1) return invalid("window_right: " + str(a.window_right) + " (-1 for unbounded, or >= 0)");
-  if (!std::isfinite(a.softcap) || a.softcap < 0.f)
-    return invalid("softcap: must be finite and >= 0 (0 means off), got " + std::to_string(a.softcap));
-  if (a.alibi_slopes != nullptr && reinterpret_cast<uintptr_t>(a.alibi_slopes) % 4 != 0)
-    return invalid("alibi_slopes: pointer is not 4-byte aligned");
-  if (a.alibi_batch_stride < 0 || (a.alibi_batch_stride != 0 && a.alibi_batch_stride < a.q.shape[2]))
-    return invalid("alibi_batch_stride: " + str(a.alibi_batch_stride) + " (0 for one (Hq,) vector, else >= Hq = " +
-                   str(a.q.shape[2]) + ")");
+  if (Status s = check_score_mods(a, a.q.shape[2]); !s.ok()) return s;
   const int ab = static_cast<int>(a.backend);
   if (ab < 0 || ab > static_cast<int>(Backend::kReference)) return invalid("backend: unknown value " + str(ab));
   if (a.backend == Backend::kReference)
@@ -164,14 +156,10 @@ Status validate_and_convert(const KvCacheArgs& a, KvCacheParams* p, bool* empty_
   r.d_v = static_cast<int>(Dv);
   r.h_ratio = static_cast<int>(Hq / Hkv);
   r.scale = a.softmax_scale > 0.f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
-  r.scale_log2 = r.scale * 1.4426950408889634f;
+  r.scale_log2 = r.scale * kLog2e;
   r.causal = a.causal;
   r.dtype = a.q.dtype == DType::kFloat16 ? ElemType::kFloat16 : ElemType::kBFloat16;
-  r.window_left = a.window_left;
-  r.window_right = a.causal && (a.window_left >= 0 || a.window_right >= 0) ? 0 : a.window_right;
-  r.softcap = a.softcap;
-  r.alibi_slopes = a.alibi_slopes;
-  r.alibi_batch_stride = a.alibi_slopes != nullptr ? a.alibi_batch_stride : 0;
+  set_score_mods(a, r);
   r.cache_seqlens = a.cache_seqlens;
   r.cache_seqlen = a.cache_seqlen;
   if (paged) {

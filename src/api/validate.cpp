@@ -192,15 +192,7 @@ Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empt
   const int ab = static_cast<int>(a.backend);
   if (ab < 0 || ab > static_cast<int>(Backend::kReference))
     return invalid("backend: unknown value " + std::to_string(ab));
-  if (a.window_left < -1) return invalid("window_left: " + std::to_string(a.window_left) + " (-1 for unbounded, or >= 0)");
-  if (a.window_right < -1) return invalid("window_right: " + std::to_string(a.window_right) + " (-1 for unbounded, or >= 0)");
-  if (!std::isfinite(a.softcap) || a.softcap < 0.f)
-    return invalid("softcap: must be finite and >= 0 (0 means off), got " + std::to_string(a.softcap));
-  if (a.alibi_slopes != nullptr && reinterpret_cast<uintptr_t>(a.alibi_slopes) % 4 != 0)
-    return invalid("alibi_slopes: pointer is not 4-byte aligned");
-  if (a.alibi_batch_stride < 0 || (a.alibi_batch_stride != 0 && a.alibi_batch_stride < q.shape[2]))
-    return invalid("alibi_batch_stride: " + std::to_string(a.alibi_batch_stride) +
-                   " (0 for one (Hq,) vector, else >= Hq = " + std::to_string(q.shape[2]) + ")");
+  if (Status s = check_score_mods(a, q.shape[2]); !s.ok()) return s;
 
   // A zero head dim is not an empty call: out (Dv > 0) would be the mean of v's rows, lse
   // (Dv = 0) log(Sk). Neither is worth a code path: refused even when other sizes are 0.
@@ -243,18 +235,27 @@ Status validate_and_convert_dense(const ForwardArgs& a, FwdParams* p, bool* empt
   r.d_v = static_cast<int>(Dv);
   r.h_ratio = static_cast<int>(Hq / Hkv);
   r.scale = a.softmax_scale > 0.f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
-  r.scale_log2 = r.scale * 1.4426950408889634f;
+  r.scale_log2 = r.scale * kLog2e;
   r.causal = a.causal;
   r.dtype = q.dtype == DType::kFloat16 ? ElemType::kFloat16 : ElemType::kBFloat16;
-  // A causal call with a window: the intersection, i.e. right = 0 (params.h).
-  r.window_left = a.window_left;
-  r.window_right = a.causal && (a.window_left >= 0 || a.window_right >= 0) ? 0 : a.window_right;
-  r.softcap = a.softcap;
-  r.alibi_slopes = a.alibi_slopes;
-  r.alibi_batch_stride = a.alibi_slopes != nullptr ? a.alibi_batch_stride : 0;
+  set_score_mods(a, r);
   return Status::Ok();
 }
 }  // namespace
+
+Status check_score_mods(int window_left, int window_right, float softcap, const float* alibi_slopes,
+                        int64_t alibi_batch_stride, int64_t hq) {
+  if (window_left < -1) return invalid("window_left: " + std::to_string(window_left) + " (-1 for unbounded, or >= 0)");
+  if (window_right < -1) return invalid("window_right: " + std::to_string(window_right) + " (-1 for unbounded, or >= 0)");
+  if (!std::isfinite(softcap) || softcap < 0.f)
+    return invalid("softcap: must be finite and >= 0 (0 means off), got " + std::to_string(softcap));
+  if (alibi_slopes != nullptr && reinterpret_cast<uintptr_t>(alibi_slopes) % 4 != 0)
+    return invalid("alibi_slopes: pointer is not 4-byte aligned");
+  if (alibi_batch_stride < 0 || (alibi_batch_stride != 0 && alibi_batch_stride < hq))
+    return invalid("alibi_batch_stride: " + std::to_string(alibi_batch_stride) +
+                   " (0 for one (Hq,) vector, else >= Hq = " + std::to_string(hq) + ")");
+  return Status::Ok();
+}
 
 // ---- Overlap of two strided views ----
 //

@@ -24,6 +24,25 @@ Status check_tensor_layout(const TensorRef& t, const char* name, bool empty);
 Status check_dtype16(const TensorRef& t, const char* name);
 std::string shape_string(const TensorRef& t);
 
+// Issue 17's modifiers, as every call that takes them (ForwardArgs, KvCacheArgs) spells them:
+// window sides -1 or >= 0, softcap finite and >= 0, ALiBi slopes 4-byte aligned with a batch
+// stride of 0 or >= hq; each failure names its field.
+Status check_score_mods(int window_left, int window_right, float softcap, const float* alibi_slopes,
+                        int64_t alibi_batch_stride, int64_t hq);
+template <class Args>
+Status check_score_mods(const Args& a, int64_t hq) {
+  return check_score_mods(a.window_left, a.window_right, a.softcap, a.alibi_slopes, a.alibi_batch_stride, hq);
+}
+// Writes them into r; a causal call with a window keeps their intersection (right = 0).
+template <class Args>
+void set_score_mods(const Args& a, AttnParams& r) {
+  r.window_left = a.window_left;
+  r.window_right = a.causal && (a.window_left >= 0 || a.window_right >= 0) ? 0 : a.window_right;
+  r.softcap = a.softcap;
+  r.alibi_slopes = a.alibi_slopes;
+  r.alibi_batch_stride = a.alibi_slopes != nullptr ? a.alibi_batch_stride : 0;
+}
+
 // The backward's rules: q, k, v, out as the forward takes them, dout/dq like q, dk/dv like k/v,
 // lse present and aligned, and no gradient sharing a byte with an input or another gradient.
 // On success fills `*p` (when non-null and the call is not empty) and sets `*empty` when any

@@ -21,6 +21,9 @@
 
 namespace flashattn::detail {
 
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) == exp2(x * kLog2e)
+
+
 enum class ElemType : int { kFloat16 = 0, kBFloat16 = 1 };
 
 // A (B, S, H, D) tensor: base pointer and element strides of batch, seq and head; the head-dim
@@ -73,6 +76,11 @@ struct AttnParams {
 
   // A window is set (on either side): the call needs MaskKind::kLocal.
   FLASHATTN_HOST_DEVICE bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // The factor inside softcap's tanh, scale / softcap (0: no softcap), and what the kernels'
+  // exp2 then multiplies a score by: softcap * log2(e) on tanh(scale * s / softcap), else
+  // scale_log2 on s.
+  FLASHATTN_HOST_DEVICE float softcap_scale() const { return softcap > 0.f ? scale / softcap : 0.f; }
+  FLASHATTN_HOST_DEVICE float exp2_scale() const { return softcap > 0.f ? softcap * kLog2e : scale_log2; }
 };
 
 struct FwdParams : AttnParams {

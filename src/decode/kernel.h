@@ -176,15 +176,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   // Softcap: S -> tanh(S * scale / cap), the exponent then in units of cap. ALiBi: per row (its
   // query head), -slope * log2(e) per key of distance from the row's diagonal L - Sq + i.
   const bool softcap = p.softcap > 0.f;
-  const float cap_scale = softcap ? p.scale / p.softcap : 0.f;
-  const float s_log2 = softcap ? p.softcap * 1.4426950408889634f : p.scale_log2;
+  const float cap_scale = p.softcap_scale();
+  const float s_log2 = p.exp2_scale();
   float alibi_a = 0.f, alibi_b = 0.f;
   int diag_a = 0, diag_b = 0;
   if (p.alibi_slopes != nullptr) {
     const int ra = row0 + (lane >> 2), rb = ra + 8;
     const float* sl = p.alibi_slopes + int64_t(b) * p.alibi_batch_stride + h * p.h_ratio;
-    alibi_a = -sl[ra % p.h_ratio] * 1.4426950408889634f;
-    alibi_b = -sl[rb % p.h_ratio] * 1.4426950408889634f;
+    alibi_a = -sl[ra % p.h_ratio] * detail::kLog2e;
+    alibi_b = -sl[rb % p.h_ratio] * detail::kLog2e;
     diag_a = ra / p.h_ratio + L - p.sq;
     diag_b = rb / p.h_ratio + L - p.sq;
   }

@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       // (S, or t under softcap), as the forward adds it.
       float alibi_coef = 0.f;
       if constexpr (Cfg::kLocal) {
-        if (args.alibi != nullptr) alibi_coef = -args.alibi[b * args.alibi_bstride + h] * 1.4426950408889634f / args.scale_log2;
+        if (args.alibi != nullptr) alibi_coef = -args.alibi[b * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
       }
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {

@@ -98,10 +98,8 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
     args.window_right = w.right;
     args.alibi = p.alibi_slopes;
     args.alibi_bstride = p.alibi_batch_stride;
-    if (p.softcap > 0.f) {
-      args.softcap_scale = p.scale / p.softcap;
-      args.scale_log2 = p.softcap * 1.4426950408889634f;  // P = exp2(softcap log2(e) t - lse_log2)
-    }
+    args.softcap_scale = p.softcap_scale();
+    args.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
   } else {
     if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
       return {StatusCode::kInternal, "backend sm90 backward: window / softcap / ALiBi on a kernel without them"};

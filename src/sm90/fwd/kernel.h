@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     if constexpr (Cfg::kSoftcap) {
       // In units of S: the softmax takes S * scale_log2 to exp2, ALiBi's bias is natural-log.
       if (args.alibi != nullptr)
-        c.alibi_coef = -args.alibi[w.b * args.alibi_bstride + w.h] * 1.4426950408889634f / args.scale_log2;
+        c.alibi_coef = -args.alibi[w.b * args.alibi_bstride + w.h] * detail::kLog2e / args.scale_log2;
     }
     // Whole tiles start at key block 0: a literal keeps the mainloop's bounds as tight as V13's.
     if constexpr (Cfg::kVarlen)  // the sequence's own lengths

@@ -73,9 +73,9 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.alibi = Cfg::kSoftcap ? p.alibi_slopes : nullptr;
   args.alibi_bstride = p.alibi_batch_stride;
   if (!Cfg::kSoftcap && p.alibi_slopes != nullptr) return {StatusCode::kInternal, "backend sm90: ALiBi on a kernel without it"};
-  if (Cfg::kSoftcap && p.softcap > 0.f) {
-    args.softcap_scale = p.scale / p.softcap;
-    args.scale_log2 = p.softcap * 1.4426950408889634f;  // the softmax runs on softcap * tanh(.)
+  if constexpr (Cfg::kSoftcap) {
+    args.softcap_scale = p.softcap_scale();
+    args.scale_log2 = p.exp2_scale();  // the softmax runs on softcap * tanh(.) under softcap
   }
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;
