@@ -32,29 +32,16 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-REPO = Path(__file__).resolve().parents[1]
-try:
-    import flashattn
-except ImportError:
-    sys.path.insert(0, str(REPO / "python"))
-    import flashattn
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# compare.py's graph timer (a CUDA-graph replay of one call, do_bench median) and its import of
+# flashattn (the repo's python/ package when none is installed).
+from compare import bench_ms, flashattn  # noqa: E402
 
 
 def graph_ms(fn):
-    """Median ms of fn captured once in a CUDA graph and replayed (host overhead excluded)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return triton.testing.do_bench(g.replay, warmup=25, rep=200, return_mode="median")
+    return bench_ms(fn, 25, 200, timer="graph")
 
 
 def copy_bandwidth_gbs():
