@@ -23,24 +23,7 @@ from flashattn import c_api  # noqa: E402
 from _reference import GRAD_ATOL, attention, attention_grads, max_err  # noqa: E402
 
 
-def _gpu_skip_reason():
-    if not torch.cuda.is_available():
-        return "needs a CUDA device"
-    if not c_api.has_backward():
-        try:
-            return f"libflashattn has no usable backward pass: {c_api.backward_unavailable()}"
-        except OSError as e:
-            return f"libflashattn not found: {e}"
-    return None
-
-
-_SKIP = _gpu_skip_reason()
-needs_gpu = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-needs_custom_op = pytest.mark.skipif(
-    not flashattn.HAS_CUSTOM_OP,
-    reason=f"the flashattn custom ops need torch >= {flashattn.CUSTOM_OP_MIN_TORCH}; this is "
-           f"torch {torch.__version__}")
+from _markers import needs_cuda, needs_custom_op, needs_gpu  # noqa: E402,F401
 
 MEAN = 0.3  # inputs are offset from zero mean (docs/ARCHITECTURE.md)
 DTYPES = pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

@@ -24,28 +24,11 @@ torch = pytest.importorskip("torch")
 
 import flashattn  # noqa: E402
 from flashattn import _torch as fa_torch  # noqa: E402
-from flashattn import c_api  # noqa: E402
 
 from _reference import ATOL, GRAD_ATOL, LSE_ATOL, max_err  # noqa: E402
 
 
-def _gpu_skip_reason():
-    if not torch.cuda.is_available():
-        return "needs a CUDA device"
-    if not c_api.has_backward():
-        try:
-            return f"libflashattn has no usable backward pass: {c_api.backward_unavailable()}"
-        except OSError as e:
-            return f"libflashattn not found: {e}"
-    return None
-
-
-_SKIP = _gpu_skip_reason()
-needs_gpu = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-needs_custom_op = pytest.mark.skipif(
-    not flashattn.HAS_CUSTOM_OP,
-    reason=f"the flashattn custom ops need torch >= {flashattn.CUSTOM_OP_MIN_TORCH}")
+from _markers import needs_cuda, needs_custom_op, needs_gpu  # noqa: E402,F401
 
 MEAN = 0.3  # inputs offset from zero mean, as test_backward.py
 CAUSAL = pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
