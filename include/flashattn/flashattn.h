@@ -117,11 +117,22 @@ struct BackwardArgs {
   float softcap = 0.0f;
   const float* alibi_slopes = nullptr;
   int64_t alibi_batch_stride = 0;
+
+  // Packed variable-length batch, as ForwardArgs (must be the forward's): when cu_seqlens_q is
+  // set, q/out/dout/dq are (1, total_q, Hq, D|Dv), k/v/dk/dv (1, total_k, Hkv, D|Dv), lse
+  // (Hq, total_q) as the varlen forward returns it. Only gradient rows inside a sequence are
+  // written (dq/dk/dv rows outside every sequence keep their contents); rows of the inputs
+  // outside every sequence are never read into a result (they may hold anything, NaN included).
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  int num_seqs = 0;
+  int max_seqlen_q = 0, max_seqlen_k = 0;
 };
 
 // Validates, dispatches and launches on `stream`. Scratch comes from a library workspace per
 // (device, stream) (safe under CUDA-graph capture). When Sq or Sk is 0 the gradients that have
 // elements are zero-filled (no query sees a key, so nothing flows); nothing else is launched.
+// (Varlen: when no sequence has a query, or none a key, the rows inside sequences are zeroed.)
 Status backward(const BackwardArgs& args, cudaStream_t stream = nullptr);
 
 // The backend `backward` would run for these arguments on the current device.

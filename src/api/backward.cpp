@@ -38,7 +38,8 @@ bool has_elements(const TensorRef& t) {
 
 // An empty call (some size 0) whose gradients still have elements: with Sq == 0 no query
 // reaches dk/dv, with Sk == 0 no key reaches dq (out is 0 there), so they are 0. A call with
-// nothing to write needs no device, as an empty forward.
+// nothing to write needs no device, as an empty forward. A varlen call zeroes only the rows
+// inside its sequences.
 Status zero_fill_gradients(const BackwardArgs& a, cudaStream_t stream) {
   const TensorRef* grads[] = {&a.dq, &a.dk, &a.dv};
   bool any = false;
@@ -47,8 +48,19 @@ Status zero_fill_gradients(const BackwardArgs& a, cudaStream_t stream) {
   Backend unused;
   // The reference request carries only the device rule (the fill kernel is built for 8.0+).
   Status s = pick_backend(BwdParams{}, Backend::kReference, &unused);
-  for (const TensorRef* g : grads)
-    if (s.ok() && has_elements(*g)) s = zero_fill_4d(g->data, g->shape, g->stride, stream);
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  for (const TensorRef* g : grads) {
+    if (!s.ok() || !has_elements(*g)) continue;
+    if (!varlen) {
+      s = zero_fill_4d(g->data, g->shape, g->stride, stream);
+      continue;
+    }
+    // Varlen: no sequence has a query (or none a key), so every gradient row inside a sequence
+    // is 0; rows outside every sequence are not the call's to write.
+    const bool q_side = g == &a.dq;
+    s = zero_fill_varlen_rows(g->data, g->shape, g->stride, q_side ? a.cu_seqlens_q : a.cu_seqlens_k, a.num_seqs,
+                              q_side ? a.max_seqlen_q : a.max_seqlen_k, stream);
+  }
   return s;
 }
 

@@ -26,13 +26,17 @@ static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 % 8 == 0, "a version must end on 
 static_assert(FLASHATTN_FORWARD_PARAMS_SIZE_V2 <= FLASHATTN_PARAMS_MAX_SIZE);
 
 // The same for flashattn_backward_params_t.
-constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1, FLASHATTN_BACKWARD_PARAMS_SIZE_V2};
+constexpr size_t kBackwardParamsSizes[] = {FLASHATTN_BACKWARD_PARAMS_SIZE_V1, FLASHATTN_BACKWARD_PARAMS_SIZE_V2,
+                                            FLASHATTN_BACKWARD_PARAMS_SIZE_V3};
 
 static_assert(offsetof(flashattn_backward_params_t, struct_size) == 0, "struct_size must come first");
 static_assert(kBackwardParamsSizes[std::size(kBackwardParamsSizes) - 1] == sizeof(flashattn_backward_params_t),
               "flashattn_backward_params_t grew (or has tail padding): list the new version's size");
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 % 8 == 0, "a version must end on an 8-byte boundary");
 static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V1 <= FLASHATTN_PARAMS_MAX_SIZE);
+static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V2 % 8 == 0, "a version must end on an 8-byte boundary");
+static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V3 % 8 == 0, "a version must end on an 8-byte boundary");
+static_assert(FLASHATTN_BACKWARD_PARAMS_SIZE_V3 <= FLASHATTN_PARAMS_MAX_SIZE);
 
 constexpr size_t kKvCacheParamsSizes[] = {FLASHATTN_KVCACHE_PARAMS_SIZE_V1, FLASHATTN_KVCACHE_PARAMS_SIZE_V2};
 static_assert(kKvCacheParamsSizes[std::size(kKvCacheParamsSizes) - 1] == sizeof(flashattn_kvcache_params_t),
@@ -191,6 +195,12 @@ int build_args(const flashattn_backward_params_t* params, flashattn::BackwardArg
   a->softcap = p.softcap;
   a->alibi_slopes = p.alibi_slopes;
   a->alibi_batch_stride = p.alibi_batch_stride;
+  if (p.reserved1 != 0) return invalid("params.reserved1: must be 0");
+  a->cu_seqlens_q = p.cu_seqlens_q;
+  a->cu_seqlens_k = p.cu_seqlens_k;
+  a->num_seqs = p.num_seqs;
+  a->max_seqlen_q = p.max_seqlen_q;
+  a->max_seqlen_k = p.max_seqlen_k;
   return FLASHATTN_OK;
 }
 

@@ -441,10 +441,21 @@ Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out
   fa.softcap = a.softcap;
   fa.alibi_slopes = a.alibi_slopes;
   fa.alibi_batch_stride = a.alibi_batch_stride;
+  // Varlen: the forward's rules for the offsets and the packed views (dim 0 == 1), so the
+  // "like" checks below make dout/dq/dk/dv packed too.
+  fa.cu_seqlens_q = a.cu_seqlens_q;
+  fa.cu_seqlens_k = a.cu_seqlens_k;
+  fa.num_seqs = a.num_seqs;
+  fa.max_seqlen_q = a.max_seqlen_q;
+  fa.max_seqlen_k = a.max_seqlen_k;
   FwdParams fp;
   bool empty = false;
   Status s = validate_and_convert(fa, &fp, &empty);
   if (!s.ok()) return s;
+  // A varlen call whose sequences have no keys at all (max_seqlen_k 0) computes nothing either:
+  // its dq rows are 0 (backward() zeroes the rows inside sequences, as for every empty varlen
+  // call). The forward has no such case: it still writes out 0 and lse -inf.
+  if (fp.varlen() && !empty && fp.sk == 0) empty = true;
 
   struct Like {
     const TensorRef* t;
@@ -537,6 +548,10 @@ Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out
   r.dk = {a.dk.data, a.dk.stride[0], a.dk.stride[1], a.dk.stride[2]};
   r.dv = {a.dv.data, a.dv.stride[0], a.dv.stride[1], a.dv.stride[2]};
   r.deterministic = a.deterministic;
+  r.cu_q = fp.cu_q;
+  r.cu_k = fp.cu_k;
+  r.total_q = fp.total_q;
+  r.total_k = fp.total_k;
   return Status::Ok();
 }
 

@@ -47,7 +47,9 @@ void set_score_mods(const Args& a, AttnParams& r) {
 // lse present and aligned, and no gradient sharing a byte with an input or another gradient.
 // On success fills `*p` (when non-null and the call is not empty) and sets `*empty` when any
 // size is 0. An empty call reads no input, so only the gradients that have elements (the ones
-// backward() zero-fills) are checked beyond shapes and dtypes.
+// backward() zero-fills) are checked beyond shapes and dtypes. Varlen (cu_seqlens_q set): the
+// forward's varlen rules, every tensor packed; empty also when no sequence can have a query
+// (num_seqs, total_q or max_seqlen_q 0) or a key (max_seqlen_k 0).
 Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty);
 
 // The bytes a strided view touches, for the overlap check: `block` contiguous bytes at

@@ -26,7 +26,54 @@ __global__ void zero_fill_4d_kernel(uint16_t* data, Shape4 v, int64_t total) {
   }
 }
 
+// The rows [start, start + len) of sequence `seq` of a packed view of `total` rows, clamped as
+// the kernels clamp them (to the max length and the packed rows), so bad offsets cannot move a
+// write outside the view.
+__device__ void varlen_rows(const int* cu, int seq, int max_len, int64_t total, int64_t* start, int64_t* len) {
+  const int64_t s0 = min(max(static_cast<int64_t>(cu[seq]), int64_t{0}), total);
+  *start = s0;
+  *len = max(int64_t{0}, min(min(static_cast<int64_t>(cu[seq + 1]) - s0, static_cast<int64_t>(max_len)), total - s0));
+}
+
+// Varlen: only elements of rows inside a sequence. The row's sequence is found by bisection over
+// the (nondecreasing) offsets; as above, an edge-case fill.
+__global__ void zero_fill_varlen_kernel(uint16_t* data, Shape4 v, int64_t total, const int* cu, int num_seqs,
+                                        int max_len) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t per_row = v.n[2] * v.n[3];
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t row = i / per_row, h = (i / v.n[3]) % v.n[2], d = i % v.n[3];
+    int lo = 0, hi = num_seqs;  // the last sequence starting at or before row: lo - 1
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (min(max(static_cast<int64_t>(cu[mid]), int64_t{0}), v.n[1]) <= row) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo == 0) continue;
+    int64_t start = 0, len = 0;
+    varlen_rows(cu, lo - 1, max_len, v.n[1], &start, &len);
+    if (row < start + len) data[row * v.s[1] + h * v.s[2] + d] = 0;
+  }
+}
+
 }  // namespace
+
+Status zero_fill_varlen_rows(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
+                             int num_seqs, int max_len, cudaStream_t stream) {
+  Shape4 v;
+  int64_t total = 1;
+  for (int k = 0; k < 4; ++k) {
+    v.n[k] = shape[k];
+    v.s[k] = stride[k];
+    total *= shape[k];
+  }
+  if (total == 0 || num_seqs <= 0 || max_len <= 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 4096);
+  zero_fill_varlen_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<uint16_t*>(data), v,
+                                                                                 total, cu, num_seqs, max_len);
+  return check_launch("zero_fill_varlen_rows");
+}
 
 Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
                     cudaStream_t stream) {

@@ -16,4 +16,10 @@ namespace flashattn::detail {
 Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
                     cudaStream_t stream);
 
+// A varlen call's gradient: zeroes the rows of a packed (1, total, H, D) view that lie inside a
+// sequence (rows [cu[i], cu[i+1]) of sequence i, clamped to max_len and to the view's rows, as the
+// kernels clamp them; cu: device int32, num_seqs + 1 offsets) and nothing else.
+Status zero_fill_varlen_rows(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
+                             int num_seqs, int max_len, cudaStream_t stream);
+
 }  // namespace flashattn::detail

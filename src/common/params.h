@@ -126,11 +126,19 @@ struct KvCacheParams : AttnParams {
 struct BwdParams : AttnParams {
   ConstTensor4 dout;          // (B, Sq, Hq, Dv), q's dtype
   ConstTensor4 o;             // (B, Sq, Hq, Dv): the forward's output
-  const float* lse = nullptr; // (B, Hq, Sq) contiguous fp32, natural log (never null)
+  const float* lse = nullptr; // (B, Hq, Sq) contiguous fp32, natural log (never null); varlen: (Hq, total_q)
   Tensor4 dq;                 // (B, Sq, Hq, D)
   Tensor4 dk;                 // (B, Sk, Hkv, D)
   Tensor4 dv;                 // (B, Sk, Hkv, Dv = d_v)
   bool deterministic = false;
+
+  // Varlen (packed) batches, exactly as FwdParams: q, o, dout, dq are (1, total_q, H, D) views,
+  // k, v, dk, dv (1, total_k, Hkv, D); b is the number of sequences, sq / sk the max lengths
+  // (capped by the packed rows). Gradient rows outside every sequence are never written.
+  const int* cu_q = nullptr;
+  const int* cu_k = nullptr;
+  int total_q = 0, total_k = 0;
+  FLASHATTN_HOST_DEVICE bool varlen() const { return cu_q != nullptr; }
 };
 
 }  // namespace flashattn::detail

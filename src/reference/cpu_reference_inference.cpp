@@ -120,6 +120,40 @@ void attention_varlen_lowp(const VarlenProblem& pr, DType dtype, const int32_t* 
   for_each_varlen(pr, cu_q, cu_k, q, k, v, out, nullptr, lowp(dtype));
 }
 
+void attention_varlen_backward_fp64(const VarlenProblem& pr, const int32_t* cu_q, const int32_t* cu_k,
+                                    const double* q, const double* k, const double* v, const double* dout,
+                                    double* dq, double* dk, double* dv) {
+  const int dvd = value_dim(pr.d, pr.dv);
+  for (int i = 0; i < pr.b; ++i) {
+    const int64_t q0 = cu_q[i], k0 = cu_k[i];
+    const Problem one = one_sequence(pr, i, static_cast<int>(cu_q[i + 1] - q0), static_cast<int>(cu_k[i + 1] - k0), dvd);
+    // Each sequence's rows are contiguous (1, S, H, width) tensors; with no queries its dk/dv
+    // rows come out 0, with no keys its dq rows.
+    attention_backward_fp64(one, q + q0 * pr.hq * pr.d, k + k0 * pr.hkv * pr.d, v + k0 * pr.hkv * dvd,
+                            dout + q0 * pr.hq * dvd, dq + q0 * pr.hq * pr.d, dk + k0 * pr.hkv * pr.d,
+                            dv + k0 * pr.hkv * dvd);
+  }
+}
+
+void attention_varlen_backward_lowp(const VarlenProblem& pr, DType dtype, const int32_t* cu_q, const int32_t* cu_k,
+                                    const double* q, const double* k, const double* v, const double* out,
+                                    const double* lse, const double* dout, double* dq, double* dk, double* dv) {
+  const int dvd = value_dim(pr.d, pr.dv);
+  const int64_t total_q = cu_q[pr.b];
+  std::vector<double> seq_lse;
+  for (int i = 0; i < pr.b; ++i) {
+    const int64_t q0 = cu_q[i], k0 = cu_k[i];
+    const Problem one = one_sequence(pr, i, static_cast<int>(cu_q[i + 1] - q0), static_cast<int>(cu_k[i + 1] - k0), dvd);
+    // The sequence's lse as a (1, Hq, Sq) tensor, gathered from (Hq, total_q).
+    seq_lse.resize(static_cast<size_t>(pr.hq) * one.sq);
+    for (int h = 0; h < pr.hq; ++h)
+      std::copy_n(lse + h * total_q + q0, one.sq, seq_lse.begin() + static_cast<int64_t>(h) * one.sq);
+    attention_backward_lowp(one, dtype, q + q0 * pr.hq * pr.d, k + k0 * pr.hkv * pr.d, v + k0 * pr.hkv * dvd,
+                            out + q0 * pr.hq * dvd, seq_lse.data(), dout + q0 * pr.hq * dvd, dq + q0 * pr.hq * pr.d,
+                            dk + k0 * pr.hkv * pr.d, dv + k0 * pr.hkv * dvd);
+  }
+}
+
 void attention_kvcache_fp64(const KvCacheProblem& pr, const int32_t* cache_seqlens,
                             const int32_t* block_table, double* k_cache, double* v_cache,
                             const double* k_new, const double* v_new, const double* q,

@@ -33,6 +33,18 @@ void attention_varlen_fp64(const VarlenProblem& pr, const int32_t* cu_q, const i
 void attention_varlen_lowp(const VarlenProblem& pr, DType dtype, const int32_t* cu_q, const int32_t* cu_k,
                            const double* q, const double* k, const double* v, double* out);
 
+// Gradients of attention_varlen_fp64 for the loss sum(dout * out): attention_backward_fp64 of
+// each sequence (dout and dq packed like out and q, dk / dv like k / v; GQA sums as the dense
+// one). Rows outside every sequence of dq, dk and dv are left as they are.
+void attention_varlen_backward_fp64(const VarlenProblem& pr, const int32_t* cu_q, const int32_t* cu_k,
+                                    const double* q, const double* k, const double* v, const double* dout,
+                                    double* dq, double* dk, double* dv);
+// The same in the input precision (attention_backward_lowp per sequence), fed the forward's out
+// and lse (Hq, total_q): the rule's yardstick for varlen gradients.
+void attention_varlen_backward_lowp(const VarlenProblem& pr, DType dtype, const int32_t* cu_q, const int32_t* cu_k,
+                                    const double* q, const double* k, const double* v, const double* out,
+                                    const double* lse, const double* dout, double* dq, double* dk, double* dv);
+
 // A KV cache of B sequences. Contiguous (page_size == 0): k_cache (B, s_cache, Hkv, D), v_cache
 // (B, s_cache, Hkv, Dv). Paged (page_size > 0): (num_pages, page_size, Hkv, D or Dv), and key j
 // of sequence b sits in page block_table[b * max_pages + j / page_size] at row j % page_size.

@@ -11,6 +11,9 @@
 // sum runs in a fixed order, so the result is bitwise reproducible. Issue 17 (AttnParams): the
 // sliding window bounds each row's keys and each key's rows; softcap's 1 - tanh^2 multiplies dS;
 // ALiBi adds a constant to the score (its gradient path is plain). Written from the rule here.
+// Varlen (BwdParams::varlen()): block z is a sequence, rows and keys relative to its offsets
+// (lengths clamped as the kernels clamp them), every rule above per sequence; rows outside every
+// sequence are neither read nor written.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -92,6 +95,35 @@ __device__ __forceinline__ ScoreMods score_mods(const BwdParams& p, int b, int h
   return m;
 }
 
+// One batch entry of the call: the dense batch b, or sequence b of a varlen call (b then 0 for
+// the tensors' batch index, rows shifted by the sequence's offsets, its own lengths).
+struct Seq {
+  int b = 0;      // batch index into the tensors
+  int seq = 0;    // batch or sequence index (ALiBi's slope row)
+  int sq = 0, sk = 0;
+  int64_t q_off = 0, k_off = 0;
+};
+__device__ __forceinline__ Seq sequence(const BwdParams& p, int z) {
+  Seq s;
+  s.b = z;
+  s.seq = z;
+  s.sq = p.sq;
+  s.sk = p.sk;
+  if (p.varlen()) {
+    const int q0 = min(max(p.cu_q[z], 0), p.total_q), k0 = min(max(p.cu_k[z], 0), p.total_k);
+    s.sq = max(0, min(min(p.cu_q[z + 1] - q0, p.sq), p.total_q - q0));
+    s.sk = max(0, min(min(p.cu_k[z + 1] - k0, p.sk), p.total_k - k0));
+    s.q_off = q0;
+    s.k_off = k0;
+    s.b = 0;
+  }
+  return s;
+}
+// Element index of the forward's lse for row i of s, head h: (B, Hq, Sq), varlen (Hq, total_q).
+__device__ __forceinline__ int64_t lse_at(const BwdParams& p, const Seq& s, int h, int64_t i) {
+  return p.varlen() ? static_cast<int64_t>(h) * p.total_q + s.q_off + i : (static_cast<int64_t>(s.b) * p.hq + h) * p.sq + i;
+}
+
 // Adds each warp's partial row into the block's result in warp order (fixed, so reproducible)
 // and stores it scaled and converted. Called by every thread of the block.
 template <typename T>
@@ -113,27 +145,30 @@ template <typename T, bool kLowp>
 __global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p) {
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
-  const int b = blockIdx.z;
+  const Seq sn = sequence(p, blockIdx.z);
+  if (i >= sn.sq) return;  // varlen: past this sequence's rows
+  const int b = sn.b;
   const int hk = h / p.h_ratio;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __shared__ float red[kWarps][kMaxHeadDim];
 
+  const int64_t row = sn.q_off + i;  // in the tensors
   float q[kPerLane], dout[kPerLane], o[kPerLane];
-  load_row(static_cast<const T*>(p.q.ptr) + p.q.offset(b, i, h), p.d, lane, q);
-  load_row(static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, i, h), p.d_v, lane, dout);
-  load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, i, h), p.d_v, lane, o);
-  const float lse = p.lse[(static_cast<int64_t>(b) * p.hq + h) * p.sq + i];
+  load_row(static_cast<const T*>(p.q.ptr) + p.q.offset(b, row, h), p.d, lane, q);
+  load_row(static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, row, h), p.d_v, lane, dout);
+  load_row(static_cast<const T*>(p.o.ptr) + p.o.offset(b, row, h), p.d_v, lane, o);
+  const float lse = p.lse[lse_at(p, sn, h, i)];
   const float dsum = warp_dot(dout, o);  // rowsum(P * dP) of this row
-  int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.key_end(i) : p.sk;
+  int64_t n_keys = p.causal ? Mask<MaskKind::kCausal>{sn.sq, sn.sk}.key_end(i) : sn.sk;
   // The window: keys [j_lo, n_keys), i + sk - sq - left <= j <= i + sk - sq + right.
-  const int64_t diag = i + p.sk - p.sq;
+  const int64_t diag = i + sn.sk - sn.sq;
   int64_t j_lo = 0;
   if (p.window_left >= 0) j_lo = max(diag - p.window_left, static_cast<int64_t>(0));
   if (p.window_right >= 0) n_keys = max(min(n_keys, diag + p.window_right + 1), static_cast<int64_t>(0));
-  const ScoreMods mods = score_mods(p, b, h);
+  const ScoreMods mods = score_mods(p, sn.seq, h);
 
-  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, 0, hk);
-  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, 0, hk);
+  const T* kb = static_cast<const T*>(p.k.ptr) + p.k.offset(b, sn.k_off, hk);
+  const T* vb = static_cast<const T*>(p.v.ptr) + p.v.offset(b, sn.k_off, hk);
   float acc[kPerLane] = {};
   for (int64_t j = j_lo + warp; j < n_keys; j += kWarps) {
     float k[kPerLane], v[kPerLane];
@@ -147,36 +182,39 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dq_kernel(BwdParams p)
     for (int c = 0; c < kPerLane; ++c) acc[c] = fmaf(ds, k[c], acc[c]);
   }
   // A row without keys leaves acc at 0: dq is written as 0, never left unwritten.
-  reduce_store(acc, p.scale, p.d, static_cast<T*>(p.dq.ptr) + p.dq.offset(b, i, h), red);
+  reduce_store(acc, p.scale, p.d, static_cast<T*>(p.dq.ptr) + p.dq.offset(b, row, h), red);
 }
 
 template <typename T, bool kLowp>
 __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams p) {
   const int64_t j = blockIdx.x;
   const int hk = blockIdx.y;
-  const int b = blockIdx.z;
+  const Seq sn = sequence(p, blockIdx.z);
+  if (j >= sn.sk) return;  // varlen: past this sequence's keys
+  const int b = sn.b;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __shared__ float red[kWarps][kMaxHeadDim];
 
+  const int64_t key = sn.k_off + j;  // in the tensors
   float k[kPerLane], v[kPerLane];
-  load_row(static_cast<const T*>(p.k.ptr) + p.k.offset(b, j, hk), p.d, lane, k);
-  load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, j, hk), p.d_v, lane, v);
+  load_row(static_cast<const T*>(p.k.ptr) + p.k.offset(b, key, hk), p.d, lane, k);
+  load_row(static_cast<const T*>(p.v.ptr) + p.v.offset(b, key, hk), p.d_v, lane, v);
   // Rows before row_begin do not see this key (their P is 0): they are skipped, not masked.
-  int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{p.sq, p.sk}.row_begin(j) : 0;
+  int64_t first_row = p.causal ? Mask<MaskKind::kCausal>{sn.sq, sn.sk}.row_begin(j) : 0;
   // The window: rows [first_row, end_row) see key j, j - (sk - sq) - right <= i <= j - (sk - sq) + left.
-  const int64_t anti = j - (p.sk - p.sq);
-  int64_t end_row = p.sq;
+  const int64_t anti = j - (sn.sk - sn.sq);
+  int64_t end_row = sn.sq;
   if (p.window_right >= 0) first_row = max(first_row, anti - p.window_right);
   if (p.window_left >= 0) end_row = min(end_row, anti + p.window_left + 1);
 
   float dk[kPerLane] = {}, dv[kPerLane] = {};
   for (int g = 0; g < p.h_ratio; ++g) {
     const int h = hk * p.h_ratio + g;
-    const T* qb = static_cast<const T*>(p.q.ptr) + p.q.offset(b, 0, h);
-    const T* db = static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, 0, h);
-    const T* ob = static_cast<const T*>(p.o.ptr) + p.o.offset(b, 0, h);
-    const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.hq + h) * p.sq;
-    const ScoreMods mods = score_mods(p, b, h);
+    const T* qb = static_cast<const T*>(p.q.ptr) + p.q.offset(b, sn.q_off, h);
+    const T* db = static_cast<const T*>(p.dout.ptr) + p.dout.offset(b, sn.q_off, h);
+    const T* ob = static_cast<const T*>(p.o.ptr) + p.o.offset(b, sn.q_off, h);
+    const float* lse_row = p.lse + lse_at(p, sn, h, 0);
+    const ScoreMods mods = score_mods(p, sn.seq, h);
     for (int64_t i = first_row + warp; i < end_row; i += kWarps) {
       float q[kPerLane], dout[kPerLane], o[kPerLane];
       load_row(qb + i * p.q.ss, p.d, lane, q);
@@ -194,8 +232,8 @@ __global__ void __launch_bounds__(kThreads) reference_bwd_dkdv_kernel(BwdParams 
       }
     }
   }
-  reduce_store(dk, p.scale, p.d, static_cast<T*>(p.dk.ptr) + p.dk.offset(b, j, hk), red);
-  reduce_store(dv, 1.f, p.d_v, static_cast<T*>(p.dv.ptr) + p.dv.offset(b, j, hk), red);
+  reduce_store(dk, p.scale, p.d, static_cast<T*>(p.dk.ptr) + p.dk.offset(b, key, hk), red);
+  reduce_store(dv, 1.f, p.d_v, static_cast<T*>(p.dv.ptr) + p.dv.offset(b, key, hk), red);
 }
 
 template <typename T, bool kLowp>

@@ -188,7 +188,7 @@ TEST(CApiParams, VersionTwoCarriesVarlen) {
 
 TEST(CApiParams, VersionThreeCarriesWindowSoftcapAlibi) {
   EXPECT_EQ(FLASHATTN_FORWARD_PARAMS_SIZE_V3, sizeof(flashattn_forward_params_t));
-  EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V2, sizeof(flashattn_backward_params_t));
+  EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V2 % 8, 0u);
   flashattn_forward_params_t p = params(1);
   p.reserved2 = 1;
   EXPECT_EQ(flashattn_forward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
@@ -403,14 +403,15 @@ TEST(CApiBwdParams, TooSmallStructSize) {
 
 TEST(CApiBwdParams, OnlyVersionSizesUpToSizeof) {
   // Every size from the first version to this header's sizeof: accepted exactly at a version's
-  // size, rejected between two (none lie between while there is one version).
+  // size, rejected between two.
   for (size_t size = FLASHATTN_BACKWARD_PARAMS_SIZE_V1; size <= sizeof(flashattn_backward_params_t);
        ++size) {
     BwdParamsNewer n{};
     n.known = bwd_params(0);
     n.known.struct_size = size;
     const int rc = flashattn_backward_ex(&n.known, nullptr);
-    if (size == FLASHATTN_BACKWARD_PARAMS_SIZE_V1 || size == sizeof(flashattn_backward_params_t)) {
+    if (size == FLASHATTN_BACKWARD_PARAMS_SIZE_V1 || size == FLASHATTN_BACKWARD_PARAMS_SIZE_V2 ||
+        size == sizeof(flashattn_backward_params_t)) {
       EXPECT_EQ(rc, FLASHATTN_OK) << size << ": " << flashattn_last_error();
     } else {
       EXPECT_EQ(rc, FLASHATTN_INVALID_ARGUMENT) << size;
@@ -463,6 +464,28 @@ TEST(CApiBwdParams, OldCallerIsAccepted) {
   old.deterministic = 1;
   const auto* as_params = reinterpret_cast<const flashattn_backward_params_t*>(&old);
   EXPECT_EQ(flashattn_backward_ex(as_params, nullptr), FLASHATTN_OK) << flashattn_last_error();
+}
+
+TEST(CApiBwdParams, VersionThreeCarriesVarlen) {
+  EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V3, sizeof(flashattn_backward_params_t));
+  flashattn_backward_params_t p = bwd_params();
+  p.reserved1 = 1;
+  EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "reserved1")) << flashattn_last_error();
+  // The varlen fields reach validation: a call with cu_seqlens_k but no cu_seqlens_q is named.
+  p = bwd_params();
+  p.cu_seqlens_k = reinterpret_cast<const int32_t*>(region(9));
+  p.num_seqs = 2;
+  EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(flashattn_last_error(), "cu_seqlens_q")) << flashattn_last_error();
+  // Packed tensors (dim 0 == 1) with offsets: valid; with num_seqs 0 nothing is written, so no
+  // device is needed.
+  p = bwd_params();
+  p.cu_seqlens_q = reinterpret_cast<const int32_t*>(region(9));
+  p.cu_seqlens_k = reinterpret_cast<const int32_t*>(region(10));
+  p.max_seqlen_q = p.max_seqlen_k = 8;
+  int chosen = -1;
+  EXPECT_NE(flashattn_resolve_backward_backend_ex(&p, &chosen), FLASHATTN_INVALID_ARGUMENT) << flashattn_last_error();
 }
 
 TEST(CApiBwdParams, BadArgumentsAreNamed) {

@@ -538,3 +538,97 @@ TEST(BwdOverlap, MatchesBruteForceOnRandomViews) {
     ASSERT_EQ(detail::self_overlap(a), aliased ? Overlap::kOverlap : Overlap::kDisjoint) << trial;
   }
 }
+
+// ---- Varlen (BackwardArgs' cu_seqlens fields) ----
+
+namespace {
+
+// A packed call: every tensor (1, rows, H, D); the offsets are made-up aligned addresses
+// (validation reads no device memory).
+BackwardArgs good_varlen(int64_t total_q = 40, int64_t total_k = 50) {
+  BackwardArgs a = good(1, total_q, total_k);
+  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(region(9));
+  a.cu_seqlens_k = reinterpret_cast<const int32_t*>(region(10));
+  a.num_seqs = 3;
+  a.max_seqlen_q = 20;
+  a.max_seqlen_k = 30;
+  return a;
+}
+
+}  // namespace
+
+TEST(BwdValidationVarlen, GoodArgumentsPassAndConvert) {
+  const BackwardArgs a = good_varlen();
+  EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+  detail::BwdParams p;
+  bool empty = true;
+  ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+  EXPECT_FALSE(empty);
+  EXPECT_TRUE(p.varlen());
+  EXPECT_EQ(p.cu_q, a.cu_seqlens_q);
+  EXPECT_EQ(p.cu_k, a.cu_seqlens_k);
+  EXPECT_EQ(p.b, 3);
+  EXPECT_EQ(p.sq, 20);
+  EXPECT_EQ(p.sk, 30);
+  EXPECT_EQ(p.total_q, 40);
+  EXPECT_EQ(p.total_k, 50);
+  // Max lengths above the packed rows are capped by them, as the forward's.
+  BackwardArgs big = good_varlen();
+  big.max_seqlen_q = 1000;
+  ASSERT_TRUE(detail::validate_and_convert(big, &p, &empty).ok());
+  EXPECT_EQ(p.sq, 40);
+}
+
+TEST(BwdValidationVarlen, BadArgumentsAreNamed) {
+  BackwardArgs a = good_varlen();
+  a.cu_seqlens_q = nullptr;
+  expect_invalid(a, "cu_seqlens_q");
+  a = good_varlen();
+  a.cu_seqlens_k = nullptr;
+  expect_invalid(a, "cu_seqlens_k");
+  a = good_varlen();
+  a.cu_seqlens_k = reinterpret_cast<const int32_t*>(region(10) + 2);
+  expect_invalid(a, "cu_seqlens_k", "aligned");
+  a = good_varlen();
+  a.num_seqs = -1;
+  expect_invalid(a, "num_seqs");
+  a = good_varlen();
+  a.max_seqlen_k = -4;
+  expect_invalid(a, "max_seqlen_k");
+  // Packed views: dim 0 is 1 for the inputs, and the gradients must match them.
+  a = good_varlen();
+  a.q = make_contiguous(region(1), DType::kFloat16, 2, 20, 8, 128);
+  expect_invalid(a, "q", "dim 0 == 1");
+  a = good_varlen();
+  a.dq = make_contiguous(region(6), DType::kFloat16, 1, 41, 8, 128);
+  expect_invalid(a, "dq: shape");
+  a = good_varlen();
+  a.dk = make_contiguous(region(7), DType::kFloat16, 2, 25, 2, 128);
+  expect_invalid(a, "dk: shape");
+  a = good_varlen();
+  a.lse = nullptr;
+  expect_invalid(a, "lse: null");
+}
+
+TEST(BwdValidationVarlen, CallsWithoutQueriesOrKeysAreEmpty) {
+  for (int which = 0; which < 3; ++which) {
+    BackwardArgs a = good_varlen();
+    if (which == 0) a.max_seqlen_q = 0;  // no sequence has a query
+    if (which == 1) a.num_seqs = 0;      // no sequence at all
+    if (which == 2) a.max_seqlen_k = 0;  // no sequence has a key: dq rows are 0
+    bool empty = false;
+    detail::BwdParams p;
+    ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok()) << which;
+    EXPECT_TRUE(empty) << which;
+  }
+}
+
+TEST(BwdValidationVarlen, SmallerBackwardParamsVersionsStayDense) {
+  // A dense call is unchanged by the new fields' defaults.
+  const BackwardArgs a = good();
+  detail::BwdParams p;
+  bool empty = true;
+  ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+  EXPECT_FALSE(p.varlen());
+  EXPECT_EQ(p.b, 2);
+}
