@@ -17,7 +17,8 @@ static_assert(kFwdNamedBarrierEnd <= 16, "a CTA has 16 named barriers");
 // The backward kernel's (its own CTAs, so the ids restart).
 enum BwdNamedBarrier : int {
   kBarBwdDsReady = 1,  // both MMA warpgroups stored their dS^T
-  kBwdNamedBarrierEnd = 2,
+  kBarBwdVarlenZero = 2,  // varlen: both MMA warpgroups zeroed the tile rows outside the sequence
+  kBwdNamedBarrierEnd = 3,
 };
 
 }  // namespace flashattn::sm90

@@ -19,7 +19,7 @@
 
 namespace flashattn::sm90 {
 
-template <int kHeadDim_, int kBlockM_, bool kBf16_, MaskKind kMaskKind_, int kStages_ = 2>
+template <int kHeadDim_, int kBlockM_, bool kBf16_, MaskKind kMaskKind_, int kStages_ = 2, bool kVarlen_ = false>
 struct BwdConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per step
@@ -37,6 +37,11 @@ struct BwdConfig {
   // both sides) with run-time softcap and ALiBi switches; its arguments are Sm90BwdFeatureArgs.
   static constexpr bool kLocal = kMaskKind == MaskKind::kLocal;
   static constexpr int kStages = kStages_;  // Q/dO/lse/dsum ring depth
+  // Packed variable-length batches (bwd/varlen.h): a CTA per (key block, kv head, sequence), the
+  // rows outside its sequence zeroed in shared memory; arguments Sm90BwdVarlenArgs. kNone and
+  // kCausal only (the forward refuses window / softcap / ALiBi with varlen too).
+  static constexpr bool kVarlen = kVarlen_;
+  static_assert(!kVarlen || !kLocal, "varlen kernels take no window");
 
   static constexpr int kNumMmaWarpgroups = 2;
   static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);

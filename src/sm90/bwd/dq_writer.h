@@ -20,9 +20,12 @@
 
 namespace flashattn::sm90 {
 
+// turn_at: the block's counter in args.dq_turn; -1 (the dense kernels): `chunk`'s own (varlen
+// counts turns per (sequence, head, query block), bwd/varlen.h).
 template <class Cfg>
 __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase, uint32_t staging,
-                                                const Sm90BwdArgs& args, int64_t chunk, int turn_of_block) {
+                                                const Sm90BwdArgs& args, int64_t chunk, int turn_of_block,
+                                                int turn_at = -1) {
   dq.wait_full(0, phase);
   float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
   if (args.dq_turn == nullptr) {
@@ -32,7 +35,7 @@ __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase,
     arch::mbarrier_arrive(dq.empty_bar(0));
     return;
   }
-  cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+  cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[turn_at < 0 ? chunk : turn_at]);
   while (turn.load(cuda::memory_order_acquire) != turn_of_block) {
   }
   arch::fence_proxy_async_global();  // the acquire before this thread's async-proxy reduction
@@ -51,11 +54,12 @@ __device__ __forceinline__ void dq_writer_block(MbarRing<1>& dq, uint32_t phase,
 template <class Cfg>
 __device__ __forceinline__ void dq_writer_block_in_stage(MbarRing<Cfg::kStages>& dq, MbarRing<Cfg::kStages>& ring,
                                                          const PipelineState<Cfg::kStages>& st, uint32_t smem,
-                                                         const Sm90BwdArgs& args, int64_t chunk, int turn_of_block) {
+                                                         const Sm90BwdArgs& args, int64_t chunk, int turn_of_block,
+                                                         int turn_at = -1) {
   dq.wait_full(st.stage, st.phase);
   float* dst = args.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim);
   if (args.dq_turn != nullptr) {  // deterministic: as dq_writer_block
-    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[turn_at < 0 ? chunk : turn_at]);
     while (turn.load(cuda::memory_order_acquire) != turn_of_block) {
     }
     arch::fence_proxy_async_global();
@@ -69,7 +73,7 @@ __device__ __forceinline__ void dq_writer_block_in_stage(MbarRing<Cfg::kStages>&
   if (args.dq_turn != nullptr) {
     arch::cp_async_bulk_wait_group0();
     arch::fence_proxy_async_global();
-    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[chunk]);
+    cuda::atomic_ref<int, cuda::thread_scope_device> turn(args.dq_turn[turn_at < 0 ? chunk : turn_at]);
     turn.store(turn_of_block + 1, cuda::memory_order_release);
   }
 }

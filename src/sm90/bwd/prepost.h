@@ -14,6 +14,7 @@
 
 #include "arch/convert.h"
 #include "common/params.h"
+#include "sm90/bwd/varlen.h"
 
 namespace flashattn::sm90 {
 
@@ -81,6 +82,89 @@ __global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a)
       *reinterpret_cast<uint32_t*>(dq + a.dq.offset(b, m, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
     if (m + 8 < a.sq)
       *reinterpret_cast<uint32_t*>(dq + a.dq.offset(b, m + 8, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.z * a.scale, x.w * a.scale);
+  }
+}
+
+// ---- Varlen (bwd/varlen.h): the same two kernels over the padded packed scratch ----
+
+struct BwdVarlenPrepostArgs {
+  detail::ConstTensor4 dout, o;  // (1, total_q, Hq, Dv)
+  const float* lse = nullptr;    // (Hq, total_q)
+  float* lse_log2 = nullptr;     // (Hq, num_blocks * kBlockM): VarlenLayout's rows
+  float* dsum = nullptr;
+  const float* dq_accum = nullptr;  // (Hq, num_blocks, kBlockM * D)
+  detail::Tensor4 dq;               // (1, total_q, Hq, D)
+  const int* cu_q = nullptr;
+  int num_seqs = 0, max_q = 0, total_q = 0, hq = 0;
+  int64_t num_blocks = 0;  // padded blocks per head
+  int d = 0;               // preprocess: O's columns; postprocess: dq's
+  float scale = 0.f;
+};
+
+// One warp per padded row (head, row): rows inside a sequence as the dense preprocess, every
+// other row (a sequence's last block past its end, the gaps between sequences' blocks) lse_log2
+// +inf and dsum 0, so P is 0 there.
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm90_bwd_preprocess_varlen(const BwdVarlenPrepostArgs a) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t rows_per_head = a.num_blocks * Cfg::kBlockM;
+  if (row >= a.hq * rows_per_head) return;
+  const int h = static_cast<int>(row / rows_per_head);
+  const int64_t r = row % rows_per_head;
+  const VarlenLayout<Cfg::kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
+  VarlenRows seq;
+  int mb = 0;
+  float acc = 0.f;
+  float lse2 = INFINITY;
+  if (layout.find(r / Cfg::kBlockM, &seq, &mb) >= 0) {
+    const int m = mb * Cfg::kBlockM + static_cast<int>(r % Cfg::kBlockM);
+    if (m < seq.len) {
+      const int64_t q = static_cast<int64_t>(seq.start) + m;
+      const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(0, q, h);
+      const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(0, q, h);
+      for (int c = 2 * lane; c < a.d; c += 64) {
+        acc += static_cast<float>(po[c]) * static_cast<float>(pd[c]);
+        acc += static_cast<float>(po[c + 1]) * static_cast<float>(pd[c + 1]);
+      }
+      const float l = a.lse[static_cast<int64_t>(h) * a.total_q + q];
+      lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) {
+    a.dsum[row] = acc;
+    a.lse_log2[row] = lse2;
+  }
+}
+
+// One CTA per padded block of a head: the rows of a sequence's block inside the sequence go to
+// the packed dq; blocks outside every sequence are skipped (dq rows outside sequences are never
+// written).
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm90_bwd_postprocess_varlen(const BwdVarlenPrepostArgs a) {
+  const int64_t chunk = blockIdx.x;
+  const int h = static_cast<int>(chunk / a.num_blocks);
+  const VarlenLayout<Cfg::kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
+  VarlenRows seq;
+  int mb = 0;
+  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;
+  constexpr int kVecs = Cfg::kBlockM * Cfg::kHeadDim / 4;
+  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim));
+  Elem* dq = static_cast<Elem*>(a.dq.ptr);
+  for (int v = threadIdx.x; v < kVecs; v += blockDim.x) {
+    int r = 0, c = 0;
+    Cfg::dq_element(4 * v, &r, &c);
+    if (c >= a.d) continue;
+    const int m = mb * Cfg::kBlockM + r;
+    if (m >= seq.len) continue;  // rows r + 8 lie further still
+    const float4 x = src[v];
+    const int64_t q = static_cast<int64_t>(seq.start) + m;
+    *reinterpret_cast<uint32_t*>(dq + a.dq.offset(0, q, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
+    if (m + 8 < seq.len)
+      *reinterpret_cast<uint32_t*>(dq + a.dq.offset(0, q + 8, h) + c) =
+          arch::pack_f32x2<Cfg::kBf16>(x.z * a.scale, x.w * a.scale);
   }
 }
 
