@@ -49,6 +49,7 @@ void run_parallel(const std::vector<std::function<void()>>& tasks) {
 // One (batch, kv head) group's references, laid out like slice()'s output: dq as (Sq, ratio, D),
 // dk and dv as (Sk, 1, D).
 struct Group {
+  const BwdHostData* h = nullptr;  // the problem (one of several for a varlen call)
   int b = 0, hk = 0;
   Vec dq64, dk64, dv64, dq_low, dk_low, dv_low;
   std::mutex mu;  // fp64 row blocks add their dk/dv partials under it
@@ -149,40 +150,89 @@ BwdReport check_backward(const BackwardArgs& a, double budget) {
   return check_backward_host(h, budget);
 }
 
-BwdReport check_backward_host(const BwdHostData& h, double budget) {
-  BwdReport rep;
-  const ref::Problem& pr = h.pr;
-  const std::pair<const Vec*, const char*> grads[] = {{&h.dq, "dq"}, {&h.dk, "dk"}, {&h.dv, "dv"}};
-  for (auto [t, name] : grads) {
-    const auto nans = std::count_if(t->begin(), t->end(), [](double x) { return std::isnan(x); });
-    if (nans > 0) rep.message += std::string(name) + ": " + std::to_string(nans) + " NaN; ";
+BwdReport check_backward_varlen(const BackwardArgs& a, const std::vector<int>& cu_q, const std::vector<int>& cu_k,
+                                 double budget) {
+  const int hq = int(a.q.shape[2]), hkv = int(a.k.shape[2]), d = int(a.q.shape[3]), dv = int(a.v.shape[3]);
+  const int total_q = int(a.q.shape[1]);
+  const Vec q = to_host(a.q), k = to_host(a.k), v = to_host(a.v), dout = to_host(a.dout), out = to_host(a.out),
+            dq = to_host(a.dq), dk = to_host(a.dk), dv_ = to_host(a.dv);
+  std::vector<float> lse(size_t(hq) * total_q);
+  EXPECT_EQ(cudaMemcpy(lse.data(), a.lse, lse.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  const int n = int(cu_q.size()) - 1;
+  std::vector<BwdHostData> seqs(n);
+  // Rows [r0, r0 + len) of a packed (total, H, width) host tensor.
+  auto rows = [](const Vec& t, int r0, int len, int width) {
+    return Vec(t.begin() + int64_t(r0) * width, t.begin() + int64_t(r0 + len) * width);
+  };
+  for (int i = 0; i < n; ++i) {
+    BwdHostData& h = seqs[i];
+    const int q0 = cu_q[i], k0 = cu_k[i], sq = cu_q[i + 1] - q0, sk = cu_k[i + 1] - k0;
+    h.dt = a.q.dtype;
+    h.pr.b = 1; h.pr.sq = sq; h.pr.sk = sk; h.pr.hq = hq; h.pr.hkv = hkv; h.pr.d = d; h.pr.dv = dv;
+    h.pr.causal = a.causal;
+    h.pr.scale = a.softmax_scale;
+    h.q = rows(q, q0, sq, hq * d); h.dout = rows(dout, q0, sq, hq * dv); h.out = rows(out, q0, sq, hq * dv);
+    h.dq = rows(dq, q0, sq, hq * d);
+    h.k = rows(k, k0, sk, hkv * d); h.v = rows(v, k0, sk, hkv * dv);
+    h.dk = rows(dk, k0, sk, hkv * d); h.dv = rows(dv_, k0, sk, hkv * dv);
+    h.lse.resize(size_t(hq) * sq);  // (1, Hq, Sq) from (Hq, total_q)
+    for (int hh = 0; hh < hq; ++hh)
+      for (int r = 0; r < sq; ++r) h.lse[size_t(hh) * sq + r] = lse[size_t(hh) * total_q + q0 + r];
   }
-  int64_t nonzero = 0;
-  for (int b = 0; b < pr.b; ++b)
-    for (int i = 0; i < pr.sq && key_end(pr, i) == 0; ++i)  // such rows are a prefix
-      for (int hq = 0; hq < pr.hq; ++hq)
-        for (int e = 0; e < pr.d; ++e)
-          nonzero += h.dq[((int64_t(b) * pr.sq + i) * pr.hq + hq) * pr.d + e] != 0.0;
+  std::vector<const BwdHostData*> ptrs;
+  for (const BwdHostData& h : seqs) ptrs.push_back(&h);
+  return check_backward_hosts(ptrs, budget);
+}
+
+BwdReport check_backward_host(const BwdHostData& h, double budget) { return check_backward_hosts({&h}, budget); }
+
+BwdReport check_backward_hosts(const std::vector<const BwdHostData*>& problems, double budget) {
+  BwdReport rep;
+  const char* names[] = {"dq", "dk", "dv"};
+  int64_t nans[3] = {0, 0, 0}, nonzero = 0;
+  for (const BwdHostData* hp : problems) {
+    const BwdHostData& h = *hp;
+    const ref::Problem& pr = h.pr;
+    const Vec* grads[] = {&h.dq, &h.dk, &h.dv};
+    for (int t = 0; t < 3; ++t)
+      nans[t] += std::count_if(grads[t]->begin(), grads[t]->end(), [](double x) { return std::isnan(x); });
+    for (int b = 0; b < pr.b; ++b)
+      for (int i = 0; i < pr.sq && key_end(pr, i) == 0; ++i)  // such rows are a prefix
+        for (int hq = 0; hq < pr.hq; ++hq)
+          for (int e = 0; e < pr.d; ++e)
+            nonzero += h.dq[((int64_t(b) * pr.sq + i) * pr.hq + hq) * pr.d + e] != 0.0;
+  }
+  for (int t = 0; t < 3; ++t)
+    if (nans[t] > 0) rep.message += std::string(names[t]) + ": " + std::to_string(nans[t]) + " NaN; ";
   if (nonzero > 0)
     rep.message += "dq: " + std::to_string(nonzero) + " nonzero elements on rows without keys; ";
 
-  const std::vector<int> picked = pick_groups(pr, budget);
-  rep.groups_total = pr.b * pr.hkv;
+  // Groups of every problem (the budget applies to each), all in one pool.
+  std::vector<std::pair<const BwdHostData*, int>> picked;
+  for (const BwdHostData* hp : problems) {
+    for (int g : pick_groups(hp->pr, budget)) picked.push_back({hp, g});
+    rep.groups_total += hp->pr.b * hp->pr.hkv;
+  }
   rep.groups_checked = int(picked.size());
   std::vector<Group> groups(picked.size());
   std::vector<std::function<void()>> tasks;
   for (size_t n = 0; n < picked.size(); ++n) {  // the long lowp tasks first
-    groups[n].b = picked[n] / pr.hkv;
-    groups[n].hk = picked[n] % pr.hkv;
-    lowp_task(h, &groups[n], &tasks);
+    const BwdHostData* hp = picked[n].first;
+    groups[n].h = hp;
+    groups[n].b = picked[n].second / hp->pr.hkv;
+    groups[n].hk = picked[n].second % hp->pr.hkv;
+    lowp_task(*hp, &groups[n], &tasks);
   }
-  for (auto& g : groups) fp64_tasks(h, &g, &tasks);
+  for (auto& g : groups) fp64_tasks(*g.h, &g, &tasks);
   run_parallel(tasks);
 
   // Gather each gradient over the checked groups, ours beside the two references.
-  const int ratio = pr.hq / pr.hkv;
+  const DType dt = problems.empty() ? DType::kFloat16 : problems.front()->dt;
   Vec ours[3], ref64[3], low[3];
   for (const Group& g : groups) {
+    const BwdHostData& h = *g.h;
+    const ref::Problem& pr = h.pr;
+    const int ratio = pr.hq / pr.hkv;
     const Vec dq = slice(h.dq, pr.sq, pr.hq, pr.d, g.b, g.hk * ratio, ratio, 0, pr.sq);
     const Vec dk = slice(h.dk, pr.sk, pr.hkv, pr.d, g.b, g.hk, 1, 0, pr.sk);
     const Vec dv = slice(h.dv, pr.sk, pr.hkv, pr.value_dim(), g.b, g.hk, 1, 0, pr.sk);
@@ -206,10 +256,10 @@ BwdReport check_backward_host(const BwdHostData& h, double budget) {
     // leaves fp32 accumulation noise of the size of those terms (measured 5.6e-4 at Sq = 4097,
     // Sk = 1 against a dV of thousands; the CPU lowp reference cancels exactly).
     const double mag = t == 1 ? std::max(mags[1], mags[2]) : mags[t];
-    const double atol = check::default_atol(h.dt) * std::max(1.0, mag);
+    const double atol = check::default_atol(dt) * std::max(1.0, mag);
     const ref::RuleResult r = ref::check_rule(ours[t], ref64[t], low[t], atol);
     if (!r.pass)
-      rep.message += std::string(grads[t].second) + ": err " + num(r.err) + " > bound " +
+      rep.message += std::string(names[t]) + ": err " + num(r.err) + " > bound " +
                      num(r.bound) + " (lowp err " + num(r.lowp_err) + ", max|ref| " + num(mag) +
                      "); ";
   }

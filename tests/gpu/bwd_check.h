@@ -35,5 +35,16 @@ struct BwdHostData {
 // check_backward once the tensors are on the host (also lets the checks themselves be tested
 // without a device).
 BwdReport check_backward_host(const BwdHostData& h, double budget = 3e9);
+// The same over several problems at once (the sequences of a varlen call): each problem's
+// whole-tensor checks, its groups picked under `budget`, and the rule once per gradient over
+// every checked group of every problem.
+BwdReport check_backward_hosts(const std::vector<const BwdHostData*>& problems, double budget = 3e9);
+
+// A varlen call (a.cu_seqlens_q set; cu_q / cu_k the host copies of its offsets): each sequence
+// cut from the packed tensors as a dense B = 1 problem (lse gathered from (Hq, total_q)), all
+// checked together by check_backward_hosts. Rows outside every sequence are not looked at (the
+// caller checks that they kept their contents).
+BwdReport check_backward_varlen(const BackwardArgs& a, const std::vector<int>& cu_q, const std::vector<int>& cu_k,
+                                double budget = 3e9);
 
 }  // namespace flashattn::testing
