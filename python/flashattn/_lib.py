@@ -140,6 +140,13 @@ class BackwardParams(ctypes.Structure):
         ("reserved0", ctypes.c_uint32),
         ("alibi_slopes", ctypes.c_void_p),
         ("alibi_batch_stride", ctypes.c_int64),
+        # version 3: packed variable-length batches (as ForwardParams version 2)
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("num_seqs", ctypes.c_int32),
+        ("max_seqlen_q", ctypes.c_int32),
+        ("max_seqlen_k", ctypes.c_int32),
+        ("reserved1", ctypes.c_uint32),
     ]
 
 
@@ -235,15 +242,21 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
                          dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
                          softmax_scale: float = 0.0, causal: bool = False,
                          deterministic: bool = False, backend="auto",
-                         features=None) -> BackwardParams:
+                         features=None, varlen=None) -> BackwardParams:
     """A BackwardParams with struct_size set and the given fields. features: None or the
     forward's (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride), as in
-    make_forward_params."""
+    make_forward_params; varlen: None (dense) or the forward's (cu_seqlens_q_ptr,
+    cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k)."""
     p = BackwardParams(ctypes.sizeof(BackwardParams), dout, q, k, v, out, int(lse_ptr) or None,
                        dq, dk, dv, float(softmax_scale), 1 if causal else 0,
                        1 if deterministic else 0, _backend_id(backend))
     if features is not None:
         _set_features(p, features)
+    if varlen is not None:
+        cu_q, cu_k, n, max_q, max_k = varlen
+        p.cu_seqlens_q = int(cu_q) or None
+        p.cu_seqlens_k = int(cu_k) or None
+        p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
     return p
 
 
@@ -534,17 +547,18 @@ def backward(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor, v: F
              out: FlashattnTensor, lse_ptr: int, dq: FlashattnTensor, dk: FlashattnTensor,
              dv: FlashattnTensor, softmax_scale: float = 0.0, causal: bool = False,
              deterministic: bool = False, backend="auto", stream: int = 0,
-             features=None) -> None:
+             features=None, varlen=None) -> None:
     """flashattn_backward_ex on raw descriptors; raises on a non-zero status.
 
     dq, dk, dv are overwritten (dk/dv shaped like k/v; under GQA the library sums each KV head's
-    query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse. softmax_scale, causal
-    and features (see make_forward_params) must be the forward's. NotImplementedError when the
-    library has no backward pass.
+    query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse ((Hq, total_q) for
+    varlen). softmax_scale, causal, features and varlen (see make_backward_params) must be the
+    forward's; a varlen call writes only gradient rows inside its sequences. NotImplementedError
+    when the library has no backward pass.
     """
     lib = _backward_lib()
     params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
-                                  deterministic, backend, features)
+                                  deterministic, backend, features, varlen)
     rc = lib.flashattn_backward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_backward")

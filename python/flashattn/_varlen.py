@@ -5,6 +5,12 @@ after another; int32 cu_seqlens_q / cu_seqlens_k (batch + 1 offsets, on q's devi
 each starts. The offsets never leave the device (no host sync, CUDA-graph safe), so the caller
 guarantees them: nondecreasing, starting at 0 or more, each sequence at most max_seqlen_* long.
 Offsets that break this give wrong rows, never a read or write outside the tensors.
+
+Differentiable: flashattn::varlen_fwd's autograd calls flashattn::varlen_bwd (the library's
+varlen backward), which returns dq, dk, dv shaped like q, k, v (dk/dv summed over each KV head's
+query heads under GQA), zero on rows outside every sequence. The gradient of lse itself is not
+supported (NotImplementedError when a loss uses it). With torch < 2.4 (no custom ops) an
+autograd.Function runs the same bodies eagerly.
 """
 import contextlib
 from typing import Tuple
@@ -12,8 +18,8 @@ from typing import Tuple
 import torch
 
 from . import _lib
-from ._torch import (HAS_CUSTOM_OP, _backend_id, _check_input, _descriptor, _is_compiling,
-                     _lib_strides, _prepared, _refuse_unsupported, _scale_arg)
+from ._torch import (_DOUBLE_BACKWARD, HAS_CUSTOM_OP, _backend_id, _check_input, _descriptor,
+                     _is_compiling, _lib_strides, _prepared, _refuse_unsupported, _scale_arg)
 
 
 def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> None:
@@ -61,15 +67,104 @@ def _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seql
 
 def _varlen_fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                     softmax_scale: float, causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                     softmax_scale: float, causal: bool, backend: int,
+                     deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """deterministic does nothing here: it is carried for the backward (as flashattn::fwd)."""
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
     return _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                        causal, backend)
 
 
+def _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k) -> None:
+    """What the varlen backward needs beyond the forward's checks (also run on fake tensors)."""
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    o_shape = (q.size(0), q.size(1), v.size(2))
+    for t, name in ((dout, "dout"), (out, "out")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if tuple(t.shape) != o_shape or t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name}: expected the forward output's shape {o_shape}, q's dtype {q.dtype} and "
+                             f"device {q.device}, got {tuple(t.shape)}, {t.dtype} on {t.device}")
+    want = (q.size(1), q.size(0))
+    if (not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or tuple(lse.shape) != want
+            or lse.device != q.device):
+        got = (f"{tuple(lse.shape)} {lse.dtype} on {lse.device}" if isinstance(lse, torch.Tensor)
+               else type(lse).__name__)
+        raise ValueError(f"lse: expected the varlen forward's (nheads, total_q) = {want} float32 lse on "
+                         f"{q.device}, got {got}")
+
+
+def _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
+                    max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool,
+                    backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv (shaped like q, k, v) on the current stream. The library writes only the rows
+    inside sequences; the others are gradients of rows no output depends on: zero."""
+    dq, dk, dv = (torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    if q.numel() == 0 or k.numel() == 0:
+        return dq, dk, dv
+    (do4, d_do), (q4, d_q), (k4, d_k), (v4, d_v), (o4, d_o) = (
+        _prepared(t.unsqueeze(0)) for t in (dout, q, k, v, out))
+    if not lse.is_contiguous():
+        lse = lse.contiguous()
+    cu_q, cu_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
+    dq4, dk4, dv4 = dq.unsqueeze(0), dk.unsqueeze(0), dv.unsqueeze(0)
+    dev = q.get_device()
+    varlen = (cu_q.data_ptr(), cu_k.data_ptr(), cu_q.numel() - 1, int(max_seqlen_q), int(max_seqlen_k))
+    with contextlib.nullcontext() if dev == torch.cuda.current_device() else torch.cuda.device(dev):
+        _lib.backward(d_do, d_q, d_k, d_v, d_o, lse.data_ptr(), _descriptor(dq4, _lib_strides(dq4)),
+                      _descriptor(dk4, _lib_strides(dk4)), _descriptor(dv4, _lib_strides(dv4)), softmax_scale,
+                      causal, deterministic, backend, torch.cuda.current_stream(dev).cuda_stream, varlen=varlen)
+    return dq, dk, dv
+
+
+def _varlen_bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                     softmax_scale: float, causal: bool, deterministic: bool,
+                     backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of sum(dout * out) for out, lse = varlen_fwd(q, k, v, ...) (the same values)."""
+    _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    return _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           softmax_scale, causal, deterministic, backend)
+
+
+# deterministic last, with a default: graphs and calls that predate it keep their meaning.
 _VARLEN_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
-                  "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, int backend) "
-                  "-> (Tensor, Tensor)")
+                  "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, int backend, "
+                  "bool deterministic=False) -> (Tensor, Tensor)")
+_VARLEN_BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+                      "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, "
+                      "float softmax_scale, bool causal, bool deterministic, int backend) "
+                      "-> (Tensor, Tensor, Tensor)")
+
+
+def _varlen_save(ctx, inputs, output) -> None:
+    """setup_context of varlen_fwd: keep what the backward needs."""
+    q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, backend = inputs[:10]
+    deterministic = bool(inputs[10]) if len(inputs) > 10 else False
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.varlen_args = (int(max_q), int(max_k), float(softmax_scale), bool(causal), deterministic,
+                       int(backend))
+    ctx.num_inputs = max(len(inputs), 10)
+    ctx.set_materialize_grads(False)
+
+
+def _varlen_grads(ctx, grad_out, grad_lse, bwd):
+    """Backward of varlen_fwd: gradients for every input it had (q, k, v; None for the rest)."""
+    if grad_lse is not None:
+        raise NotImplementedError(
+            "flash_attn_varlen_func: the gradient of lse (return_lse=True with lse used by the loss) is "
+            "not supported for varlen calls; use out only")
+    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    max_q, max_k, softmax_scale, causal, deterministic, backend = ctx.varlen_args
+    if grad_out is None:
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    else:
+        dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, softmax_scale, causal,
+                         deterministic, backend)
+    return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
+
 
 if HAS_CUSTOM_OP:
     _varlen_fwd = torch.library.custom_op("flashattn::varlen_fwd", _varlen_fwd_impl, mutates_args=(),
@@ -77,10 +172,48 @@ if HAS_CUSTOM_OP:
 
     @_varlen_fwd.register_fake
     def _varlen_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                         softmax_scale, causal, backend):
+                         softmax_scale, causal, backend, deterministic=False):
         _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
         return (q.new_empty((q.size(0), q.size(1), v.size(2))),
                 q.new_empty((q.size(1), q.size(0)), dtype=torch.float32))
+
+    _varlen_bwd = torch.library.custom_op("flashattn::varlen_bwd", _varlen_bwd_impl, mutates_args=(),
+                                          device_types="cuda", schema=_VARLEN_BWD_SCHEMA)
+
+    @_varlen_bwd.register_fake
+    def _varlen_bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         softmax_scale, causal, deterministic, backend):
+        _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def _varlen_fwd_backward(ctx, grad_out, grad_lse):
+        return _varlen_grads(ctx, grad_out, grad_lse, torch.ops.flashattn.varlen_bwd)
+
+    torch.library.register_autograd("flashattn::varlen_fwd", _varlen_fwd_backward, setup_context=_varlen_save)
+
+    def _varlen_double_backward(ctx, *grads):
+        raise NotImplementedError(_DOUBLE_BACKWARD)
+
+    torch.library.register_autograd("flashattn::varlen_bwd", _varlen_double_backward,
+                                    setup_context=lambda ctx, inputs, output: None)
+
+
+class _VarlenFunction(torch.autograd.Function):
+    """The eager path where the custom ops cannot be registered (torch < 2.4): the op bodies as a
+    plain autograd.Function with the same backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                backend, deterministic=False):
+        inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                  backend, deterministic)
+        output = _varlen_fwd_impl(*inputs)
+        _varlen_save(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        return _varlen_grads(ctx, grad_out, grad_lse, _varlen_bwd_impl)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -95,17 +228,20 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     lengths. Causal is bottom-right aligned per sequence. Returns out (total_q, nheads,
     headdim_v) (rows past cu_seqlens_q[-1] are left unwritten), or (out, lse) with lse (nheads,
     total_q) float32 when return_lse is True.
-    Forward only for now: with inputs that require grad (and grad enabled) it raises
-    NotImplementedError instead of returning something that cannot be differentiated.
+    Differentiable in q, k and v (not through lse): gradients are zero on rows outside every
+    sequence; deterministic=True makes them bitwise reproducible.
     """
     _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        raise NotImplementedError(
-            "flash_attn_varlen_func: the varlen backward is not implemented yet; call it under "
-            "torch.no_grad() (inference), or use flash_attn_func on padded batches for training")
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
             _scale_arg(softmax_scale), bool(causal), _backend_id(backend))
-    if HAS_CUSTOM_OP and _is_compiling():
+    grad = torch.is_grad_enabled() and isinstance(q, torch.Tensor) and (
+        q.requires_grad or k.requires_grad or v.requires_grad)
+    if grad:
+        if HAS_CUSTOM_OP:
+            out, lse = torch.ops.flashattn.varlen_fwd(*args, bool(deterministic))
+        else:
+            out, lse = _VarlenFunction.apply(*args, bool(deterministic))
+    elif HAS_CUSTOM_OP and _is_compiling():
         out, lse = torch.ops.flashattn.varlen_fwd(*args)
     else:
         out, lse = _varlen_fwd_impl(*args)

@@ -1,6 +1,8 @@
 """flash_attn_varlen_func against per-sequence torch references (the correctness rule of
 docs/ARCHITECTURE.md on every sequence), plus equality with the dense call on the same tokens,
-torch.compile, CUDA-graph capture, strided inputs and error messages.
+torch.compile, CUDA-graph capture, strided inputs and error messages; gradients (the varlen
+backward) against per-sequence autograd of the torch reference, deterministic mode, and zero
+gradients on rows outside every sequence.
 Skipped without torch or without a CUDA device.
 """
 import pytest
@@ -10,7 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 import flashattn  # noqa: E402
 
-from _reference import ATOL, LSE_ATOL, attention, max_err  # noqa: E402
+from _reference import ATOL, GRAD_ATOL, LSE_ATOL, attention, attention_grads, max_err  # noqa: E402
 
 needs_custom_op = pytest.mark.skipif(not flashattn.HAS_CUSTOM_OP, reason="needs torch >= 2.4")
 
@@ -122,5 +124,70 @@ def test_errors_name_the_argument():
         flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k[:2], 4, 4)
     with pytest.raises(ValueError, match="q: a varlen call takes packed 3-D"):
         flashattn.flash_attn_varlen_func(q[None], k, v, cu_q, cu_k, 4, 4)
-    with pytest.raises(NotImplementedError, match="varlen backward"):
-        flashattn.flash_attn_varlen_func(q.requires_grad_(), k, v, cu_q, cu_k, 4, 4)
+
+
+def _per_sequence_grads(q, k, v, dout, cu_q, cu_k, causal, dtype):
+    """dq, dk, dv of each sequence by the torch reference computed in `dtype`, packed like q, k, v
+    (zero outside sequences and where nothing flows)."""
+    grads = [torch.zeros(t.shape, dtype=torch.float64, device="cuda") for t in (q, k, v)]
+    for i in range(cu_q.numel() - 1):
+        q0, q1, k0, k1 = int(cu_q[i]), int(cu_q[i + 1]), int(cu_k[i]), int(cu_k[i + 1])
+        if q1 == q0 or k1 == k0:
+            continue  # no query or no key: nothing flows, the gradients stay 0
+        g = attention_grads(q[q0:q1][None].detach(), k[k0:k1][None].detach(), v[k0:k1][None].detach(),
+                            dout[q0:q1][None], causal=causal, dtype=dtype)
+        grads[0][q0:q1] = g[0][0].double()
+        grads[1][k0:k1] = g[1][0].double()
+        grads[2][k0:k1] = g[2][0].double()
+    return grads
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128, 96, 256])
+def test_gradients_match_per_sequence_reference(causal, d):
+    lq = [0, 1, 17, 113, 300, 9]
+    lk = [5, 1, 17, 300, 113, 0]  # keys without queries (dk = dv = 0), queries without keys (dq = 0)
+    q, k, v, cu_q, cu_k = packed(lq, lk, 8, 2, d, d, torch.bfloat16)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal)
+    dout = rand(*out.shape)
+    out.backward(dout)
+    exact = _per_sequence_grads(q, k, v, dout, cu_q, cu_k, causal, torch.float64)
+    lowp = _per_sequence_grads(q, k, v, dout, cu_q, cu_k, causal, q.dtype)
+    # The rule: max|ours - fp64| <= 2 max|lowp - fp64| + atol (atol scaled by the gradient's size).
+    for got, ref, low, name in zip((q.grad, k.grad, v.grad), exact, lowp, ("dq", "dk", "dv")):
+        assert torch.isfinite(got).all(), name
+        err = (got.double() - ref).abs().max().item()
+        bound = 2 * (low - ref).abs().max().item() + GRAD_ATOL[q.dtype] * max(1.0, ref.abs().max().item())
+        assert err <= bound, f"{name}: {err} > {bound}"
+
+
+def test_gradients_deterministic_and_zero_outside():
+    q, k, v, cu_q, cu_k = packed([300, 5, 77], [310, 20, 0], 8, 1, 128, 128, torch.bfloat16)
+    # Rows past the last sequence (NaN) must not reach any gradient, and get zero gradient.
+    pad = torch.full((7, 8, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
+    q = torch.cat([q, pad]).requires_grad_()
+    k = torch.cat([k, pad[:, :1]]).requires_grad_()
+    v = torch.cat([v, pad[:, :1]]).requires_grad_()
+    dout = rand(q.size(0), 8, 128)
+    runs = []
+    for _ in range(3):
+        q.grad = k.grad = v.grad = None
+        out = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 300, 310, causal=True, deterministic=True)
+        out.backward(dout)
+        runs.append([t.grad.clone() for t in (q, k, v)])
+    for later in runs[1:]:
+        for a, b in zip(runs[0], later):
+            assert torch.equal(a, b)
+    for g, n in zip(runs[0], (int(cu_q[-1]), int(cu_k[-1]), int(cu_k[-1]))):
+        assert torch.isfinite(g[:n]).all()
+        assert (g[n:] == 0).all()
+
+
+def test_lse_gradient_is_refused():
+    q, k, v, cu_q, cu_k = packed([4, 4], [4, 4], 2, 2, 64, 64, torch.bfloat16)
+    q.requires_grad_()
+    out, lse = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4, 4, return_lse=True)
+    with pytest.raises(NotImplementedError, match="gradient of lse"):
+        (out.float().sum() + lse.sum()).backward()
