@@ -22,8 +22,11 @@ Status sm80_supports(const FwdParams&) {
   return {StatusCode::kNotSupported, "backend sm80 is not built (FLASHATTN_ARCHS lacks 80)"};
 }
 Status sm80_forward(const FwdParams& p, cudaStream_t) { return sm80_supports(p); }
+// With 80 built, src/sm80/bwd/launcher.cu defines these.
+Status sm80_supports(const BwdParams&) {
+  return {StatusCode::kNotSupported, "backend sm80 is not built (FLASHATTN_ARCHS lacks 80)"};
+}
+Status sm80_backward(const BwdParams& p, cudaStream_t) { return sm80_supports(p); }
 #endif
-// sm80_supports/sm80_backward(BwdParams) are in api/backward.cpp for every build: the family
-// has no backward kernel yet.
 
 }  // namespace flashattn::detail

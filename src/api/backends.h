@@ -49,8 +49,9 @@ Status sm90_supports(const BwdParams& p);
 // Precondition: choose_backend chose kSm90 for p. Takes scratch from the (device, stream)
 // workspace.
 Status sm90_backward(const BwdParams& p, cudaStream_t stream);
-// sm80 has no backward yet: sm80_supports(BwdParams) answers kNotSupported (api/backward.cpp).
+// Ok if the sm80 family has a backward kernel for these params (src/sm80/bwd/launcher.cu).
 Status sm80_supports(const BwdParams& p);
+// Precondition: choose_backend chose kSm80 for p. Takes scratch as sm90_backward does.
 Status sm80_backward(const BwdParams& p, cudaStream_t stream);
 // Naive GPU backward (src/reference): fp32 accumulation, 64-bit offsets, any valid shape.
 Status reference_backward(const BwdParams& p, cudaStream_t stream);

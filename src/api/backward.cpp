@@ -18,13 +18,6 @@ Status validate(const BackwardArgs& args) {
 
 namespace detail {
 
-// Defined here rather than in src/sm80 so the answer is the same whether or not the sm80
-// family is built; the family takes these over when it gains a backward kernel.
-Status sm80_supports(const BwdParams&) {
-  return {StatusCode::kNotSupported, "backend sm80: no backward kernel yet (see the sm80 backward issue)"};
-}
-Status sm80_backward(const BwdParams& p, cudaStream_t) { return sm80_supports(p); }
-
 Status choose_backend(const BwdParams& p, Backend requested, int major, int minor,
                       Backend* chosen) {
   return choose_backend_for(p, requested, major, minor, chosen);

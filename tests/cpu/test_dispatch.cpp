@@ -315,29 +315,56 @@ TEST(BwdDispatch, Sm90NeedsHopperAndItsSupport) {
   }
 }
 
-TEST(BwdDispatch, Sm80HasNoBackwardYet) {
-  for (auto [maj, min] : kCapabilities) {
-    Backend b = Backend::kAuto;
-    const Status s = detail::choose_backend(bwd_params(), Backend::kSm80, maj, min, &b);
-    EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-    EXPECT_NE(s.message().find("backend sm80: no backward kernel yet"), std::string::npos)
-        << s.message();
-    EXPECT_EQ(b, Backend::kAuto);
-  }
-  EXPECT_EQ(detail::sm80_backward(bwd_params(), nullptr).code(), StatusCode::kNotSupported);
-}
-
-TEST(BwdDispatch, AutoPicksSm90OnHopperElseTheReference) {
+// sm80's backward (src/sm80/bwd) serves every head dim pair up to 256, deterministic or not, on
+// every 8.x and 9.0 device; window, softcap, ALiBi and varlen calls it refuses by name.
+TEST(BwdDispatch, Sm80ServesWhereBuilt) {
   for (auto [d, dv] : kHeadDims) {
     for (bool det : {false, true}) {
       for (auto [maj, min] : kCapabilities) {
         const detail::BwdParams p = bwd_params(d, det, dv);
-        Backend b = Backend::kSm80;
+        Backend b = Backend::kAuto;
+        const Status s = detail::choose_backend(p, Backend::kSm80, maj, min, &b);
+        if (detail::sm80_built()) {
+          EXPECT_TRUE(s.ok()) << s.message();
+          EXPECT_EQ(b, Backend::kSm80);
+        } else {
+          EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+          EXPECT_NE(s.message().find("sm80"), std::string::npos) << s.message();
+          EXPECT_EQ(b, Backend::kAuto);
+        }
+      }
+    }
+  }
+  struct Feature {
+    const char* name;
+    void (*set)(detail::BwdParams&);
+  };
+  const Feature features[] = {
+      {"window", [](detail::BwdParams& p) { p.window_left = 16; }},
+      {"softcap", [](detail::BwdParams& p) { p.softcap = 30.f; }},
+      {"ALiBi", [](detail::BwdParams& p) { p.alibi_slopes = reinterpret_cast<const float*>(bwd_region(9)); }},
+  };
+  for (const Feature& f : features) {
+    detail::BwdParams p = bwd_params();
+    f.set(p);
+    const Status s = detail::sm80_supports(p);
+    EXPECT_EQ(s.code(), StatusCode::kNotSupported) << f.name;
+    if (detail::sm80_built()) {
+      EXPECT_NE(s.message().find(f.name), std::string::npos) << s.message();
+    }
+  }
+}
+
+TEST(BwdDispatch, AutoPicksSm90OnHopperThenSm80) {
+  for (auto [d, dv] : kHeadDims) {
+    for (bool det : {false, true}) {
+      for (auto [maj, min] : kCapabilities) {
+        const detail::BwdParams p = bwd_params(d, det, dv);
+        Backend b = Backend::kReference;
         ASSERT_TRUE(detail::choose_backend(p, Backend::kAuto, maj, min, &b).ok());
         const bool sm90 = maj == 9 && detail::sm90_built() && detail::sm90_supports(p).ok();
-        EXPECT_EQ(b, sm90 ? Backend::kSm90 : Backend::kReference)
-            << "d " << d << " dv " << dv << " deterministic " << det << " cc " << maj << "."
-            << min;
+        const Backend want = sm90 ? Backend::kSm90 : detail::sm80_built() ? Backend::kSm80 : Backend::kReference;
+        EXPECT_EQ(b, want) << "d " << d << " dv " << dv << " deterministic " << det << " cc " << maj << "." << min;
       }
     }
   }

@@ -1,0 +1,97 @@
+// Sm80BwdConfig: the traits struct of the sm80 backward kernel (FlashAttention-2 structure on
+// mma.sync + ldmatrix + cp.async). Every optimisation is a named compile-time flag of
+// Sm80BwdOptions, as Sm80FwdOptions does for the forward; everything else derives from it.
+//
+// One CTA owns kBlockN keys of one (batch, kv head); K and V stay in shared memory, and the CTA
+// walks the query blocks of every query head of the group, so dK and dV need no reduction.
+// Warps own 16 keys each (kDSplit warps share them, each taking a kHeadDim / kDSplit column
+// slice of dK and dV). Per query block they compute S^T = K Q^T and dP^T = V dO^T with the keys
+// as the mma M side, so P^T and dS^T land in registers already in the A-fragment layout of
+// dV += P^T dO and dK += dS^T Q. dQ = dS K needs every key of the block: dS^T goes through
+// shared memory and the warps split dQ's rows and columns, adding into an fp32 accumulator in
+// global memory (atomics; deterministic mode orders the CTAs' additions per query block).
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::sm80 {
+
+struct Sm80BwdOptions {
+  int head_dim = 0, block_m = 0, warps = 0;
+  int d_split = 1;             // warps sharing one 16-key slice (each owns 1/d_split of dK/dV's columns)
+  bool swizzle = true;         // XOR-swizzled 16-B chunks (conflict-free ldmatrix and dS^T stores)
+  bool double_buffer = true;   // Q, dO, lse, dsum of the next query block load under this one's math
+  bool vector_atomics = true;  // dQ added two floats per atomic where the arch has it (sm_90+)
+  // Query slices per block: S^T, dP^T, P^T and dS^T are computed and consumed one slice of
+  // block_m / m_slices queries at a time (fewer live registers; K and V fragments reloaded).
+  int m_slices = 1;
+
+  constexpr bool operator==(const Sm80BwdOptions&) const = default;
+};
+
+template <Sm80BwdOptions O>
+struct Sm80BwdConfig {
+  static constexpr Sm80BwdOptions kOptions = O;
+  static constexpr int kHeadDim = O.head_dim;
+  static constexpr int kBlockM = O.block_m;
+  static constexpr int kWarps = O.warps;
+  static constexpr int kDSplit = O.d_split;
+  static constexpr bool kSwizzle = O.swizzle;
+  static constexpr bool kDoubleBuffer = O.double_buffer;
+  static constexpr bool kVectorAtomics = O.vector_atomics;
+  // TileLoader (smem_tile.h) reads these names: plain row-predicated loads, no strided walk.
+  static constexpr bool kStridedLoads = false;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kChunksPerRow = kHeadDim / 8;
+
+  static constexpr int kBlockN = 16 * kWarps / kDSplit;  // keys per CTA
+  static constexpr int kCols = kHeadDim / kDSplit;       // dK/dV columns of one warp
+  static constexpr int kMSlices = O.m_slices;
+  static constexpr int kSliceM = kBlockM / kMSlices;    // queries of one slice
+  static constexpr int kNTq = kSliceM / 8;               // n8 tiles of S^T / dP^T (queries)
+  static constexpr int kKStepsD = kHeadDim / 16;         // k16 steps of S^T, dP^T (head dim)
+  static constexpr int kKStepsM = kSliceM / 16;          // k16 steps of dV, dK (queries, per slice)
+  static constexpr int kKStepsN = kBlockN / 16;          // k16 steps of dQ (keys)
+  static constexpr int kNTcols = kCols / 8;              // n8 tiles of a warp's dK / dV
+  // dQ = dS K: warps tile (kBlockM rows) x (kHeadDim cols) as kDqWarpsM x kDqWarpsD.
+  static constexpr int kDqWarpsM = kBlockM / 16 < kWarps ? kBlockM / 16 : kWarps;
+  static constexpr int kDqWarpsD = kWarps / kDqWarpsM;
+  static constexpr int kDqRowTiles = kBlockM / 16 / kDqWarpsM;  // m16 tiles of a warp's dQ
+  static constexpr int kDqCols = kHeadDim / kDqWarpsD;
+  static constexpr int kNTdq = kDqCols / 8;
+
+  static constexpr int kStages = kDoubleBuffer ? 2 : 1;
+  static constexpr int kTileKV = kBlockN * kHeadDim * 2;  // K or V
+  static constexpr int kTileQ = kBlockM * kHeadDim * 2;   // Q or dO, one stage
+  static constexpr int kTileDs = kBlockN * kBlockM * 2;   // dS^T: keys x queries, b16
+  static constexpr int kStatBytes = kBlockM * 4;          // lse (log2) or dsum, one stage
+  // Shared-memory map (bytes from a 128-B aligned base; every tile 128-B aligned).
+  static constexpr int kSmemK = 0;
+  static constexpr int kSmemV = kSmemK + kTileKV;
+  static constexpr int kSmemQ = kSmemV + kTileKV;
+  static constexpr int kSmemDo = kSmemQ + kStages * kTileQ;
+  static constexpr int kSmemDs = kSmemDo + kStages * kTileQ;
+  static constexpr int kSmemLse = kSmemDs + kTileDs;
+  static constexpr int kSmemDsum = kSmemLse + kStages * kStatBytes;
+  static constexpr int kSmemBytes = kSmemDsum + kStages * kStatBytes;
+
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128, 256");
+  static_assert(kDSplit == 1 || kDSplit == 2, "one or two warps per 16-key slice");
+  static_assert(kWarps % kDSplit == 0 && kCols % 16 == 0, "column slices of whole n16 pairs");
+  // dS^T rows are kBlockM b16 wide: the 8-row XOR swizzle needs at least 8 chunks of them.
+  static_assert(kBlockM % 64 == 0 || !kSwizzle, "swizzled dS^T rows need kBlockM a multiple of 64");
+  static_assert(kBlockM % (16 * kMSlices) == 0 && kKStepsN >= 1, "whole m16 / k16 tiles per slice");
+  static_assert(kWarps % kDqWarpsM == 0 && kHeadDim % (16 * kDqWarpsD) == 0, "dQ warp tiling");
+  static_assert(kBlockM / 4 * 2 <= kThreads, "one thread per 16-B chunk of lse and dsum");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
+};
+
+// The kernels the library ships (one per head dim; every d, d_v up to it runs on it with
+// zero-filled columns). d256: two warps per 16 keys (64 x 256 of dK and dV do not fit one warp's
+// registers) and one Q/dO stage (two do not fit an A100's shared memory).
+inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 64, .warps = 8};
+inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .warps = 8, .m_slices = 2};
+inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .warps = 8, .d_split = 2,
+                                             .double_buffer = false, .m_slices = 2};
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,333 @@
+// The sm80 backward kernel (FlashAttention-2's backward structure; bwd/config.h says who holds
+// what). Grid (key blocks, kv heads, batch): one CTA per key block, K and V loaded once by
+// cp.async, then per (query head of the group, query block) Q, dO, lse and dsum (double-buffered
+// under Sm80BwdOptions::double_buffer). Under a causal mask a key block's query blocks start at
+// Mask::m_block_range's lo and only those below first_unmasked_m_block take the element-wise
+// rule; so does a partial last key block.
+// Deterministic mode (dq_turn != null): the CTAs visiting a query block add their dQ in a fixed
+// order, ascending key blocks, or under a causal mask descending from the query block's last key
+// block, with the grid launched in that order too, so a CTA only waits on CTAs launched before it.
+#pragma once
+
+#include <cuda/atomic>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "arch/convert.h"
+#include "arch/cp_async.h"
+#include "arch/fast_math.h"
+#include "arch/ldmatrix.h"
+#include "arch/mma_sm80.h"
+#include "arch/smem.h"
+#include "common/mask.h"
+#include "sm80/bwd/config.h"
+#include "sm80/bwd/kernel_args.h"
+#include "sm80/smem_tile.h"
+#include "sm80/warp_gemm.h"
+
+namespace flashattn::sm80 {
+
+// LaneAddr (warp_gemm.h) over the dS^T tile, whose rows are kBlockM b16 wide.
+template <class Cfg>
+struct BwdDsShape {
+  static constexpr int kHeadDim = Cfg::kBlockM;
+  static constexpr bool kSwizzle = Cfg::kSwizzle;
+};
+
+template <class Cfg, class Elem, MaskKind Kind>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgs p) {
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  constexpr bool kCausal = Kind == MaskKind::kCausal;
+  constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kD = Cfg::kHeadDim;
+  constexpr int kNTq = Cfg::kNTq, kNTc = Cfg::kNTcols, kKStepsM = Cfg::kKStepsM;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s0 = arch::smem_u32(smem);
+  const uint32_t sK = s0 + Cfg::kSmemK, sV = s0 + Cfg::kSmemV, sDs = s0 + Cfg::kSmemDs;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const bool deterministic = p.dq_turn != nullptr;
+  const int n_block = kCausal && deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const Mask<Kind> rule{p.sq, p.sk};
+  const BlockRange mr = rule.m_block_range(n_block, kBM, kBN);
+  const int first_unmasked = rule.first_unmasked_m_block(n_block, kBM, kBN);
+  const int n0 = n_block * kBN;
+
+  // This warp's 16 keys (rows wkey0.. of the block) and its dK / dV column slice.
+  const int wkey0 = (warp / Cfg::kDSplit) * 16;
+  const int col0 = (warp % Cfg::kDSplit) * Cfg::kCols;
+  float rdK[kNTc][4], rdV[kNTc][4];
+#pragma unroll
+  for (int nt = 0; nt < kNTc; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) rdK[nt][e] = rdV[nt][e] = 0.f;
+
+  if (!mr.empty()) {
+    // Loads: padded columns (past d for Q and K, past d_v for V and dO) are zero-filled, so S and
+    // dP are exact and the gradients' columns there come out 0 (and are not stored).
+    const TileLoader<Cfg, kBN> kv_loader(tid);
+    const TileLoader<Cfg, kBM> q_loader(tid);
+    const bool qk_cols = kv_loader.chunk_below(p.d), v_cols = kv_loader.chunk_below(p.d_v);
+    const Elem* gK = static_cast<const Elem*>(p.k) + b * p.k_sb + static_cast<int64_t>(n0) * p.k_ss + hk * p.k_sh;
+    const Elem* gV = static_cast<const Elem*>(p.v) + b * p.v_sb + static_cast<int64_t>(n0) * p.v_ss + hk * p.v_sh;
+    kv_loader.template load<true>(sK, gK, p.k_ss, p.sk - n0, qk_cols);
+    kv_loader.template load<true>(sV, gV, p.v_ss, p.sk - n0, v_cols);
+    auto load_q = [&](int stage, int h, int m) {
+      const int64_t row0 = static_cast<int64_t>(m) * kBM;
+      const Elem* gQ = static_cast<const Elem*>(p.q) + b * p.q_sb + row0 * p.q_ss + h * p.q_sh;
+      const Elem* gDo = static_cast<const Elem*>(p.dout) + b * p.do_sb + row0 * p.do_ss + h * p.do_sh;
+      const int rows = p.sq - static_cast<int>(row0);
+      q_loader.template load<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, rows, qk_cols);
+      q_loader.template load<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, rows, v_cols);
+      // lse_log2 / dsum rows are padded to whole query blocks: no predicate.
+      const int64_t stat = (static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + row0;
+      if (tid < kBM / 4) {
+        arch::cp_async_cg_16(s0 + Cfg::kSmemLse + stage * Cfg::kStatBytes + tid * 16, p.lse_log2 + stat + tid * 4);
+      } else if (tid < kBM / 2) {
+        const int t = tid - kBM / 4;
+        arch::cp_async_cg_16(s0 + Cfg::kSmemDsum + stage * Cfg::kStatBytes + t * 16, p.dsum + stat + t * 4);
+      }
+    };
+
+    // ldmatrix lane addressing (warp_gemm.h LaneAddr): the "A" pattern serves A operands and
+    // transposed B operands, the "B" pattern untransposed B operands and the transposed A of dS.
+    const LaneAddr<Cfg> addr_a(0, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane);
+    const LaneAddr<Cfg> addr_b(0, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane);
+    const LaneAddr<BwdDsShape<Cfg>> addr_ds(0, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane);
+    // dQ tiling: this warp's rows (queries) and columns.
+    constexpr int kDqRT = Cfg::kDqRowTiles, kNTdq = Cfg::kNTdq;
+    const int dq_row0 = (warp % Cfg::kDqWarpsM) * kDqRT * 16;
+    const int dq_col0 = (warp / Cfg::kDqWarpsM) * Cfg::kDqCols;
+
+    const int h_end = (hk + 1) * p.h_ratio;
+    int h = hk * p.h_ratio, m = mr.lo, stage = 0;
+    load_q(0, h, m);
+    arch::cp_async_commit();
+    int64_t released = -1;  // deterministic: the turn counter to advance once every add landed
+    int release_to = 0;
+#pragma unroll 1
+    while (true) {
+      int h_next = h, m_next = m + 1;
+      if (m_next == mr.hi) {
+        m_next = mr.lo;
+        ++h_next;
+      }
+      const bool has_next = h_next < h_end;
+      arch::cp_async_wait<0>();
+      // Q/dO of this block landed for every thread; every warp is done with the previous block's
+      // dS^T (dQ GEMM) and Q/dO stage.
+      __syncthreads();
+      if (released >= 0 && tid == 0) {
+        cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
+      }
+      released = -1;
+      if constexpr (Cfg::kDoubleBuffer) {
+        if (has_next) load_q(stage ^ 1, h_next, m_next);
+        arch::cp_async_commit();
+      }
+      const uint32_t sQ = s0 + Cfg::kSmemQ + stage * Cfg::kTileQ;
+      const uint32_t sDo = s0 + Cfg::kSmemDo + stage * Cfg::kTileQ;
+      const int m0 = m * kBM;
+
+      const float2* lse = reinterpret_cast<const float2*>(smem + Cfg::kSmemLse + stage * Cfg::kStatBytes);
+      const float2* dsum = reinterpret_cast<const float2*>(smem + Cfg::kSmemDsum + stage * Cfg::kStatBytes);
+      const bool need_mask = m < first_unmasked;
+      // The block's queries in kMSlices slices (fewer live S / dP registers per slice).
+#pragma unroll 1
+      for (int q_off = 0; q_off < kBM; q_off += Cfg::kSliceM) {
+        // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys x the slice's queries.
+        float rS[kNTq][4], rP[kNTq][4];
+#pragma unroll
+        for (int nt = 0; nt < kNTq; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rS[nt][e] = rP[nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < Cfg::kKStepsD; ++ks) {
+          uint32_t ak[4], av[4];
+          arch::ldmatrix_x4(ak, addr_a.addr(sK, wkey0, 2 * ks));
+          arch::ldmatrix_x4(av, addr_a.addr(sV, wkey0, 2 * ks));
+#pragma unroll
+          for (int np = 0; np < kNTq / 2; ++np) {
+            uint32_t bq[4], bd[4];
+            arch::ldmatrix_x4(bq, addr_b.addr(sQ, q_off + np * 16, 2 * ks));
+            arch::ldmatrix_x4(bd, addr_b.addr(sDo, q_off + np * 16, 2 * ks));
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+            arch::mma_m16n8k16_f32<kBf16>(rS[2 * np], ak, q0);
+            arch::mma_m16n8k16_f32<kBf16>(rS[2 * np + 1], ak, q1);
+            arch::mma_m16n8k16_f32<kBf16>(rP[2 * np], av, d0);
+            arch::mma_m16n8k16_f32<kBf16>(rP[2 * np + 1], av, d1);
+          }
+        }
+
+        // P^T = exp2(S^T scale_log2 - lse_log2) (0 where the rule hides the pair; lse_log2 is
+        // +inf on rows that see no key and on padding rows), dS^T = P^T (dP^T - dsum), packed as
+        // the A fragments of the k16 steps over the slice's queries.
+        const int key_r = n0 + wkey0 + (lane >> 2);
+        uint32_t aP[kKStepsM][4], aDs[kKStepsM][4];
+#pragma unroll
+        for (int nt = 0; nt < kNTq; ++nt) {
+          const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
+          const float2 l = lse[i2], ds = dsum[i2];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float pv = arch::ex2_approx_ftz(fmaf(rS[nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
+            if (need_mask) {
+              const int key = key_r + 8 * (e >> 1);
+              const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
+              if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
+            }
+            rS[nt][e] = pv;
+            rP[nt][e] = pv * (rP[nt][e] - ((e & 1) ? ds.y : ds.x));
+          }
+        }
+#pragma unroll
+        for (int kq = 0; kq < kKStepsM; ++kq) {
+          aP[kq][0] = arch::pack_f32x2<kBf16>(rS[2 * kq][0], rS[2 * kq][1]);
+          aP[kq][1] = arch::pack_f32x2<kBf16>(rS[2 * kq][2], rS[2 * kq][3]);
+          aP[kq][2] = arch::pack_f32x2<kBf16>(rS[2 * kq + 1][0], rS[2 * kq + 1][1]);
+          aP[kq][3] = arch::pack_f32x2<kBf16>(rS[2 * kq + 1][2], rS[2 * kq + 1][3]);
+          aDs[kq][0] = arch::pack_f32x2<kBf16>(rP[2 * kq][0], rP[2 * kq][1]);
+          aDs[kq][1] = arch::pack_f32x2<kBf16>(rP[2 * kq][2], rP[2 * kq][3]);
+          aDs[kq][2] = arch::pack_f32x2<kBf16>(rP[2 * kq + 1][0], rP[2 * kq + 1][1]);
+          aDs[kq][3] = arch::pack_f32x2<kBf16>(rP[2 * kq + 1][2], rP[2 * kq + 1][3]);
+        }
+
+        // dV += P^T dO, dK += dS^T Q over this warp's column slice (B operands transposed).
+#pragma unroll
+        for (int kq = 0; kq < kKStepsM; ++kq) {
+#pragma unroll
+          for (int np = 0; np < kNTc / 2; ++np) {
+            uint32_t bd[4], bq[4];
+            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, q_off + kq * 16, col0 / 8 + 2 * np));
+            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, q_off + kq * 16, col0 / 8 + 2 * np));
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+            arch::mma_m16n8k16_f32<kBf16>(rdV[2 * np], aP[kq], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[2 * np + 1], aP[kq], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[2 * np], aDs[kq], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[2 * np + 1], aDs[kq], q1);
+          }
+        }
+
+        // dS^T to shared memory (keys x queries), one warp of each column split writing it.
+        if (warp % Cfg::kDSplit == 0) {
+          constexpr int kRowBytes = kBM * 2;
+#pragma unroll
+          for (int kq = 0; kq < kKStepsM; ++kq)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int row = wkey0 + (lane >> 2) + 8 * (i & 1);
+              const int chunk = q_off / 8 + 2 * kq + (i >> 1);
+              *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemDs + swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, chunk) +
+                                           4 * (lane & 3)) = aDs[kq][i];
+            }
+        }
+      }
+      // Deterministic: wait for this block's turn in query block m's order of additions.
+      const int64_t chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
+      int turn = n_block;
+      if (deterministic) {
+        if constexpr (kCausal) {
+          turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
+        }
+        if (tid == 0) {
+          cuda::atomic_ref<int, cuda::thread_scope_device> t(p.dq_turn[chunk]);
+          while (t.load(cuda::memory_order_acquire) != turn) {
+          }
+        }
+      }
+      __syncthreads();  // dS^T complete; every warp is done reading this stage's Q / dO
+      if constexpr (!Cfg::kDoubleBuffer) {
+        if (has_next) load_q(0, h_next, m_next);  // under the dQ GEMM
+        arch::cp_async_commit();
+      }
+
+      // dQ (this warp's rows and columns) = dS K over the block's keys, added into the accumulator.
+      float rdQ[kDqRT][kNTdq][4];
+#pragma unroll
+      for (int rt = 0; rt < kDqRT; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < kNTdq; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < Cfg::kKStepsN; ++ks) {
+        uint32_t ads[kDqRT][4];
+#pragma unroll
+        for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
+#pragma unroll
+        for (int np = 0; np < kNTdq / 2; ++np) {
+          uint32_t bk[4];
+          arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_col0 / 8 + 2 * np));
+          const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
+#pragma unroll
+          for (int rt = 0; rt < kDqRT; ++rt) {
+            arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
+            arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
+          }
+        }
+      }
+      float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + m0) * kD;
+#pragma unroll
+      for (int rt = 0; rt < kDqRT; ++rt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
+          if (m0 + row >= p.sq) continue;  // padding rows: their dS is 0
+#pragma unroll
+          for (int nt = 0; nt < kNTdq; ++nt) {
+            float* dst = acc + row * kD + dq_col0 + nt * 8 + 2 * (lane & 3);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            if constexpr (Cfg::kVectorAtomics) {
+              atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+              continue;
+            }
+#endif
+            atomicAdd(dst, rdQ[rt][nt][2 * hh]);
+            atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
+          }
+        }
+      if (deterministic) {
+        __threadfence();  // this thread's additions before thread 0's release (next barrier)
+        released = chunk;
+        release_to = turn + 1;
+      }
+      if (!has_next) break;
+      h = h_next;
+      m = m_next;
+      if constexpr (Cfg::kDoubleBuffer) stage ^= 1;
+    }
+    if (deterministic) {
+      __syncthreads();
+      if (tid == 0) {
+        cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
+      }
+    }
+  }
+
+  // dK = scale dS^T Q and dV, rows below sk and columns below d / d_v (a key no query sees: 0).
+  Elem* dk = static_cast<Elem*>(p.dk) + b * p.dk_sb + hk * p.dk_sh;
+  Elem* dv = static_cast<Elem*>(p.dv) + b * p.dv_sb + hk * p.dv_sh;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int key = n0 + wkey0 + (lane >> 2) + 8 * hh;
+    if (key >= p.sk) continue;
+#pragma unroll
+    for (int nt = 0; nt < kNTc; ++nt) {
+      const int col = col0 + nt * 8 + 2 * (lane & 3);
+      if (col < p.d) {
+        *reinterpret_cast<uint32_t*>(dk + key * p.dk_ss + col) =
+            arch::pack_f32x2<kBf16>(rdK[nt][2 * hh] * p.scale, rdK[nt][2 * hh + 1] * p.scale);
+      }
+      if (col < p.d_v) {
+        *reinterpret_cast<uint32_t*>(dv + key * p.dv_ss + col) = arch::pack_f32x2<kBf16>(rdV[nt][2 * hh], rdV[nt][2 * hh + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,55 @@
+// Kernel parameters of the sm80 backward's three kernels, filled from detail::BwdParams by the
+// launcher (bwd/launch.h). Flat fields, so the API-side params can change shape without changing
+// the kernels' parameter layout.
+#pragma once
+
+#include <cstdint>
+
+#include "common/params.h"
+
+namespace flashattn::sm80 {
+
+// Scratch layout (bwd/launch.h): lse_log2 and dsum are (B, Hq, sq_pad) fp32, sq_pad = the query
+// blocks' rows; dq_accum is (B, Hq, sq_pad, kHeadDim) fp32, row-major; dq_turn (deterministic
+// mode only, else null) one int per (B, Hq, query block).
+struct Sm80BwdArgs {
+  const void* q;     // (B, Sq, Hq, D)
+  const void* k;     // (B, Sk, Hkv, D)
+  const void* v;     // (B, Sk, Hkv, Dv)
+  const void* dout;  // (B, Sq, Hq, Dv)
+  void* dk;          // (B, Sk, Hkv, D)
+  void* dv;          // (B, Sk, Hkv, Dv)
+  const float* lse_log2;
+  const float* dsum;
+  float* dq_accum;
+  int* dq_turn;
+  int64_t q_sb, q_ss, q_sh;
+  int64_t k_sb, k_ss, k_sh;
+  int64_t v_sb, v_ss, v_sh;
+  int64_t do_sb, do_ss, do_sh;
+  int64_t dk_sb, dk_ss, dk_sh;
+  int64_t dv_sb, dv_ss, dv_sh;
+  int sq, sk, hq, h_ratio, d, d_v;
+  int sq_pad, num_m_blocks;
+  float scale;       // dK = scale * dS^T Q (dQ's scale is the postprocess's)
+  float scale_log2;  // P = exp2(S * scale_log2 - lse_log2)
+};
+
+// Preprocess: one warp per (b, h, row) of sq_pad rows.
+struct Sm80BwdPreArgs {
+  detail::ConstTensor4 dout, o;
+  const float* lse = nullptr;  // (B, Hq, sq), natural log
+  float* lse_log2 = nullptr;
+  float* dsum = nullptr;
+  int b = 0, hq = 0, sq = 0, sq_pad = 0, d_v = 0;
+};
+
+// Postprocess: dq = scale * accumulator, into the caller's strided dq (d columns of kHeadDim).
+struct Sm80BwdPostArgs {
+  const float* dq_accum = nullptr;
+  detail::Tensor4 dq;
+  int b = 0, hq = 0, sq = 0, sq_pad = 0, d = 0;
+  float scale = 0.f;
+};
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,114 @@
+// Host side of one sm80 backward configuration: scratch, preprocess, main kernel, postprocess.
+// Included only by bwd/instantiations/*.cu.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "api/backends.h"
+#include "common/scratch.h"
+#include "sm80/bwd/config.h"
+#include "sm80/bwd/kernel.h"
+#include "sm80/bwd/prepost.h"
+
+namespace flashattn::sm80 {
+
+inline size_t bwd_align256(size_t x) { return (x + 255) & ~size_t{255}; }
+
+template <class Cfg, class Elem, MaskKind Kind>
+Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
+  const int num_m = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int sq_pad = num_m * Cfg::kBlockM;
+  const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
+  const size_t stat_bytes = bwd_align256(rows * 4);
+  const size_t dq_bytes = bwd_align256(rows * Cfg::kHeadDim * 4);
+  const size_t turn_bytes = p.deterministic ? bwd_align256(static_cast<size_t>(p.b) * p.hq * num_m * 4) : 0;
+  detail::StreamScratch scratch;
+  const size_t total = 2 * stat_bytes + dq_bytes + turn_bytes;
+  if (!scratch.allocate(total, stream))
+    return {StatusCode::kCudaError, "backend sm80 backward: cannot allocate " + std::to_string(total) + " bytes of scratch"};
+  char* ws = static_cast<char*>(scratch.get());
+  float* lse_log2 = reinterpret_cast<float*>(ws);
+  float* dsum = reinterpret_cast<float*>(ws + stat_bytes);
+  float* dq_accum = reinterpret_cast<float*>(ws + 2 * stat_bytes);
+  int* turns = p.deterministic ? reinterpret_cast<int*>(ws + 2 * stat_bytes + dq_bytes) : nullptr;
+  // The accumulator and the turn counters are contiguous: one memset clears both.
+  if (cudaMemsetAsync(dq_accum, 0, dq_bytes + turn_bytes, stream) != cudaSuccess)
+    return detail::check_launch("backend sm80 backward: memset");
+
+  Sm80BwdPreArgs pre;
+  pre.dout = p.dout;
+  pre.o = p.o;
+  pre.lse = p.lse;
+  pre.lse_log2 = lse_log2;
+  pre.dsum = dsum;
+  pre.b = p.b;
+  pre.hq = p.hq;
+  pre.sq = p.sq;
+  pre.sq_pad = sq_pad;
+  pre.d_v = p.d_v;
+  sm80_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
+  Status s = detail::check_launch("backend sm80 backward: preprocess");
+  if (!s.ok()) return s;
+
+  Sm80BwdArgs a{};
+  a.q = p.q.ptr;
+  a.k = p.k.ptr;
+  a.v = p.v.ptr;
+  a.dout = p.dout.ptr;
+  a.dk = p.dk.ptr;
+  a.dv = p.dv.ptr;
+  a.lse_log2 = lse_log2;
+  a.dsum = dsum;
+  a.dq_accum = dq_accum;
+  a.dq_turn = turns;
+  a.q_sb = p.q.sb, a.q_ss = p.q.ss, a.q_sh = p.q.sh;
+  a.k_sb = p.k.sb, a.k_ss = p.k.ss, a.k_sh = p.k.sh;
+  a.v_sb = p.v.sb, a.v_ss = p.v.ss, a.v_sh = p.v.sh;
+  a.do_sb = p.dout.sb, a.do_ss = p.dout.ss, a.do_sh = p.dout.sh;
+  a.dk_sb = p.dk.sb, a.dk_ss = p.dk.ss, a.dk_sh = p.dk.sh;
+  a.dv_sb = p.dv.sb, a.dv_ss = p.dv.ss, a.dv_sh = p.dv.sh;
+  a.sq = p.sq;
+  a.sk = p.sk;
+  a.hq = p.hq;
+  a.h_ratio = p.h_ratio;
+  a.d = p.d;
+  a.d_v = p.d_v;
+  a.sq_pad = sq_pad;
+  a.num_m_blocks = num_m;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale_log2;
+
+  auto* kernel = &sm80_bwd_kernel<Cfg, Elem, Kind>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
+    return detail::check_launch("backend sm80 backward: shared memory opt-in");
+  kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
+  s = detail::check_launch("backend sm80 backward: main kernel");
+  if (!s.ok()) return s;
+
+  Sm80BwdPostArgs post;
+  post.dq_accum = dq_accum;
+  post.dq = p.dq;
+  post.b = p.b;
+  post.hq = p.hq;
+  post.sq = p.sq;
+  post.sq_pad = sq_pad;
+  post.d = p.d;
+  post.scale = p.scale;
+  const size_t vecs = static_cast<size_t>(p.b) * p.hq * p.sq * (p.d / 8);
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((vecs + 255) / 256, 65536));
+  sm80_bwd_postprocess<Cfg::kHeadDim, Elem><<<blocks, 256, 0, stream>>>(post);
+  return detail::check_launch("backend sm80 backward: postprocess");
+}
+
+// Defined in bwd/instantiations/bwd_d{64,128,256}.cu: the shipped configuration of head dim D
+// (bwd/config.h), both mask kinds.
+template <int D, bool Bf16>
+Status run_bwd(const detail::BwdParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm80

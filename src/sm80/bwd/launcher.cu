@@ -1,0 +1,58 @@
+// sm80 backward: what the family serves, and dispatch over the instantiated head dims.
+#include <string>
+
+#include "api/backends.h"
+#include "common/device_info.h"
+#include "common/head_dim.h"
+#include "sm80/bwd/config.h"
+#include "sm80/bwd/launch.h"
+
+namespace flashattn::detail {
+namespace {
+
+constexpr int kBwdHeadDims[] = {64, 128, 256};
+
+// Shared memory of the configuration serving kernel head dim hd.
+constexpr int bwd_smem_bytes(int hd) {
+  return hd == 64    ? sm80::Sm80BwdConfig<sm80::kSm80BwdD64>::kSmemBytes
+         : hd == 128 ? sm80::Sm80BwdConfig<sm80::kSm80BwdD128>::kSmemBytes
+                     : sm80::Sm80BwdConfig<sm80::kSm80BwdD256>::kSmemBytes;
+}
+
+}  // namespace
+
+// Every d, d_v up to 256 runs on the smallest of the 64/128/256 kernels covering both, with
+// zero-filled columns (as the forward). Window, softcap and ALiBi are the naive reference's.
+Status sm80_supports(const BwdParams& p) {
+  if (p.varlen()) return {StatusCode::kNotSupported, "backend sm80: no backward for varlen (packed) batches"};
+  if (p.has_window()) return {StatusCode::kNotSupported, "backend sm80: no backward for window_size (sliding window)"};
+  if (p.softcap > 0.f) return {StatusCode::kNotSupported, "backend sm80: no backward for softcap"};
+  if (p.alibi_slopes != nullptr) return {StatusCode::kNotSupported, "backend sm80: no backward for ALiBi"};
+  if (covering_head_dim(kBwdHeadDims, p.d, p.d_v) == 0)
+    return {StatusCode::kNotSupported, "backend sm80: no backward kernel for head dims " + std::to_string(p.d) + "/" +
+                                           std::to_string(p.d_v) + " (up to 256)"};
+  if (p.dtype != ElemType::kFloat16 && p.dtype != ElemType::kBFloat16)
+    return {StatusCode::kNotSupported, "backend sm80: dtype must be float16 or bfloat16"};
+  if (p.hkv > 65535 || p.b > 65535)
+    return {StatusCode::kNotSupported, "backend sm80: backward grid takes at most 65535 kv heads and batches"};
+  return Status::Ok();
+}
+
+// Precondition: choose_backend picked sm80 for p (device >= 8.0, sm80_supports ok).
+Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
+  const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
+  DeviceInfo dev;  // cached since dispatch's lookup: no device query here
+  if (Status st = current_device_info(&dev); !st.ok()) return st;
+  // The shipped tiles are sized for the 164-228 KB of A100 / H100 class parts; on a device with
+  // less opt-in shared memory (sm86 / sm89: 99 KB) the configurations that do not fit leave the
+  // call to the naive reference, so it is still answered correctly.
+  if (bwd_smem_bytes(hd) > dev.smem_optin) return reference_backward(p, stream);
+  const bool bf16 = p.dtype == ElemType::kBFloat16;
+  switch (hd) {
+    case 64: return bf16 ? sm80::run_bwd<64, true>(p, stream) : sm80::run_bwd<64, false>(p, stream);
+    case 128: return bf16 ? sm80::run_bwd<128, true>(p, stream) : sm80::run_bwd<128, false>(p, stream);
+    default: return bf16 ? sm80::run_bwd<256, true>(p, stream) : sm80::run_bwd<256, false>(p, stream);
+  }
+}
+
+}  // namespace flashattn::detail

@@ -1,0 +1,92 @@
+// The sm80 backward's two small kernels around the main one (plain CUDA, no arch-specific
+// instruction). They do what the sm90 ones (sm90/bwd/prepost.h) do, over this family's scratch
+// layout (bwd/kernel_args.h): the sm90 postprocess reads its accumulator in that kernel's thread
+// order, so only the preprocess would be shareable, and it lives under sm90/.
+// Preprocess (one warp per row): dsum = rowsum(dO * O) in fp32, and the forward's lse in log2
+// units, +inf for rows that see no key (lse = -inf) and for the padding rows up to sq_pad, so the
+// main kernel's P = exp2(S * scale_log2 - lse_log2) is exactly 0 there without a test.
+// Postprocess: dq = scale * (the fp32 accumulator) into the caller's strided dq.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "arch/convert.h"
+#include "sm80/bwd/kernel_args.h"
+
+namespace flashattn::sm80 {
+
+template <class Elem>
+__device__ __forceinline__ float2 elem2_to_float2(uint32_t x) {
+  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&x));
+  }
+}
+
+template <class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs a) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, m) over sq_pad
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<int64_t>(a.b) * a.hq * a.sq_pad) return;
+  const int m = static_cast<int>(row % a.sq_pad);
+  const int64_t bh = row / a.sq_pad;
+  const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+  float acc = 0.f;
+  float lse2 = INFINITY;
+  if (m < a.sq) {
+    // Rows are 16-B aligned and d_v a multiple of 8 (validation): one uint4 is 8 elements.
+    const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h);
+    const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h);
+    for (int c = 8 * lane; c < a.d_v; c += 256) {
+      const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
+      const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
+      const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 fo = elem2_to_float2<Elem>(wo[i]), fd = elem2_to_float2<Elem>(wd[i]);
+        acc = fmaf(fo.x, fd.x, acc);
+        acc = fmaf(fo.y, fd.y, acc);
+      }
+    }
+    const float l = a.lse[bh * a.sq + m];
+    lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) {
+    a.dsum[row] = acc;
+    a.lse_log2[row] = lse2;
+  }
+}
+
+// One thread per 8 columns of one row below sq: two float4 reads, one 16-B store.
+template <int kHeadDim, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArgs a) {
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  const int chunks = a.d / 8;
+  const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % chunks) * 8;
+    const int64_t row = i / chunks;  // (b, h, m) over sq
+    const int m = static_cast<int>(row % a.sq);
+    const int64_t bh = row / a.sq;
+    const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+    const float4* src = reinterpret_cast<const float4*>(a.dq_accum + ((bh * a.sq_pad + m) * kHeadDim + c));
+    const float4 x = src[0], y = src[1];
+    uint4 out;
+    out.x = arch::pack_f32x2<kBf16>(x.x * a.scale, x.y * a.scale);
+    out.y = arch::pack_f32x2<kBf16>(x.z * a.scale, x.w * a.scale);
+    out.z = arch::pack_f32x2<kBf16>(y.x * a.scale, y.y * a.scale);
+    out.w = arch::pack_f32x2<kBf16>(y.z * a.scale, y.w * a.scale);
+    *reinterpret_cast<uint4*>(static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c) = out;
+  }
+}
+
+}  // namespace flashattn::sm80
