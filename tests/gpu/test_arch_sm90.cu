@@ -1,6 +1,6 @@
 // GPU unit tests of the sm_90a arch wrappers (built for 90a only): mbarrier phases, TMA load/store
 // of one 128B-swizzled box (with expect_tx), wgmma SS, RS (transposed B) and SS with both operands
-// MN-major (the backward's dQ), 1-D bulk loads, bulk reduce-add f32, setmaxnreg. Each
+// MN-major (the backward's dQ), 1-D bulk loads, bulk reduce-add f32, setmaxnreg, stmatrix. Each
 // kernel is one small, fixed-shape use of a wrapper that mirrors how src/sm90 uses it; the host
 // recomputes the expected result independently from fresh random inputs, and every output starts
 // poisoned (0xFF bytes). Device waits are bounded (2 s) so a broken barrier fails, not hangs.
@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "arch/ldmatrix.h"
 #include "arch/mbarrier.h"
 #include "arch/regs.h"
 #include "arch/smem.h"
@@ -489,6 +490,52 @@ void run_bulk_load_1d(uint32_t bytes) {
     for (int i = 0; i < kBulkRegion; ++i)
       ASSERT_EQ(int(out[r * kBulkRegion + i]), uint32_t(i) < bytes ? int(src[bulk_src_off(r) + i]) : 0xFF)
           << "load " << r << " byte " << i;
+}
+
+// ---- stmatrix x4: one warp stores four 8x8 b16 matrices from registers. Matrix i's rows go
+// to rows 8i..8i+7 of a 32-row, 64-byte-pitch buffer, at a 16-byte column chosen per row (so
+// each lane's row address matters, as in the backward's swizzled dS^T); the rest stays poisoned. ----
+__host__ __device__ constexpr int stsm_col_bytes(int row) { return 16 * ((row * 5 + 1) % 4); }
+
+__global__ void stmatrix_kernel(const uint32_t* in, uint4* out) {
+#ifdef FLASHATTN_TEST_SM90A_BODY
+  __shared__ alignas(16) uint8_t buf[32 * 64];
+  const int t = threadIdx.x;  // 32 threads
+  for (int i = t; i < 32 * 64 / 16; i += 32) reinterpret_cast<uint4*>(buf)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+  __syncwarp();
+  const uint32_t r[4] = {in[4 * t], in[4 * t + 1], in[4 * t + 2], in[4 * t + 3]};
+  const int row = t;  // lane t: row t % 8 of matrix t / 8
+  stmatrix_x4(smem_u32(buf) + row * 64 + stsm_col_bytes(row), r);
+  __syncwarp();
+  for (int i = t; i < 32 * 64 / 16; i += 32) out[i] = reinterpret_cast<const uint4*>(buf)[i];
+#endif
+}
+
+TEST(ArchSm90, StmatrixX4) {
+  FLASHATTN_REQUIRE_SM90A();
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 g(seed);
+  std::vector<uint32_t> in(128);
+  for (auto& x : in) x = g();
+  DeviceBuffer din(in.size() * 4), dout(32 * 64);
+  upload(din, in);
+  poison_bytes(dout);
+  stmatrix_kernel<<<1, 32>>>(static_cast<const uint32_t*>(din.ptr), static_cast<uint4*>(dout.ptr));
+  FLASHATTN_SYNC_OK();
+  const auto out = download<uint16_t>(dout, 32 * 32);
+  for (int row = 0; row < 32; ++row)
+    for (int c = 0; c < 32; ++c) {  // b16 column of the 64-byte row
+      const int c0 = stsm_col_bytes(row) / 2;
+      uint32_t want = 0xFFFF;
+      if (c >= c0 && c < c0 + 8) {
+        // Matrix row / 8, its row row % 8, column c - c0: held by lane 4 (row % 8) + (c - c0) / 2,
+        // register row / 8, low half for an even column.
+        const uint32_t reg = in[4 * (4 * (row % 8) + (c - c0) / 2) + row / 8];
+        want = ((c - c0) % 2 == 0) ? (reg & 0xFFFF) : (reg >> 16);
+      }
+      ASSERT_EQ(uint32_t(out[row * 32 + c]), want) << "row " << row << " column " << c;
+    }
 }
 
 TEST(ArchSm90, BulkLoad1d256) { run_bulk_load_1d(256); }
