@@ -64,6 +64,14 @@ struct MbarRing {
   __device__ __forceinline__ void release_warp(I s) {
     if ((threadIdx.x & 31) == 0) arch::mbarrier_arrive(empty_bar(s));
   }
+  // Every calling thread arrives (the empty barrier counts threads): for slots whose data the
+  // consumers read with plain loads, so each thread's reads are ordered before its own arrive
+  // (an elected lane after __syncwarp is the same on the hardware, but ptxas may drop a
+  // __syncwarp it proves redundant, and compute-sanitizer's racecheck then sees no order).
+  template <class I>
+  __device__ __forceinline__ void release_thread(I s) {
+    arch::mbarrier_arrive(empty_bar(s));
+  }
 };
 
 }  // namespace flashattn::sm90

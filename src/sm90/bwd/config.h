@@ -45,6 +45,16 @@ struct BwdConfig {
 
   static constexpr int kNumMmaWarpgroups = 2;
   static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);
+  // Causal grids in TileOrder's groups, longest key blocks first (kernel_args.h): off for the
+  // split head dim, whose loader and dQ writer (24 registers) spill the decoded block and head.
+  static constexpr bool kGroupedOrder = kMaskKind == MaskKind::kCausal && !kSplitD;
+  // dS^T stored with stmatrix (one instruction per k-step instead of four 32-bit stores): off for
+  // the D=64 window kernel, which spills with it (its 232 MMA registers hold the softcap and
+  // ALiBi state too).
+  static constexpr bool kStmatrixDs = !(kHeadDim == 64 && kLocal);
+  // Arrivals that free a ring stage: every MMA thread (each after its own reads of the stage's
+  // lse and dsum), or kDqInStage the dQ writer once it has read the dQ staged over the stage.
+  static constexpr int kRingReleases = kDqInStage ? 1 : 128 * kNumMmaWarpgroups;
   // D=64 (BlockM 128): the dQ writer thread needs more than 24 (its deterministic turn spilled).
   static constexpr int kProducerRegs = kHeadDim == 64 ? 32 : 24;
   static constexpr int kMmaRegs = kHeadDim == 64 ? 232 : 240;

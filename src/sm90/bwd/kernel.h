@@ -60,8 +60,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // before it (never on one that may not be resident yet).
   constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
   const bool descending = kCausal && args.dq_turn != nullptr;
-  const int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int hk = blockIdx.y, b = blockIdx.z;
+  int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  int hk = blockIdx.y, b = blockIdx.z;
+  if constexpr (Cfg::kGroupedOrder) {
+    if (args.grouped) {  // one-dimensional grid, longest key blocks of each group first
+      int rank_from_end;
+      args.order.decode(blockIdx.x, rank_from_end, hk, b);
+      n_block = args.order.num_m_blocks - 1 - rank_from_end;
+    }
+  }
   const Mask<Cfg::kMaskKind> rule = bwd_rule<Cfg>(args);
   const BlockRange mr = rule.m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
   // kLocal: query blocks [unmasked.lo, unmasked.hi) see every key of the block; the others of mr
@@ -77,7 +84,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(bars.ring.full_bar(s), 1);
       // kDqInStage: the dQ writer releases a stage once it has read the dQ staged over it.
-      mbarrier_init(bars.ring.empty_bar(s), Cfg::kDqInStage ? 1 : 4 * Cfg::kNumMmaWarpgroups);
+      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
     }
 #pragma unroll
     for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {

@@ -7,6 +7,7 @@
 
 #include "common/fast_div.h"
 #include "common/mask.h"
+#include "sm90/tile_order.h"
 
 namespace flashattn::sm90 {
 
@@ -43,7 +44,19 @@ struct Sm90BwdFeatureArgs : Sm90BwdArgs {
   int64_t alibi_bstride = 0;
 };
 
+// The causal kernels' arguments (BwdConfig::kGroupedOrder): the grid may be one dimension in `order` (grouped = 1), the
+// longest key blocks of an L2-sized group of (batch, kv head) pairs first: CTAs cost from one to
+// all query blocks, and in the (key block, kv head, batch) order the longest CTAs of the last
+// pairs started late and ran alone at the end of the grid. Deterministic mode keeps the
+// three-dimensional grid (its dQ order waits on key blocks launched before, bwd/kernel.h).
+struct Sm90BwdCausalArgs : Sm90BwdArgs {
+  TileOrder order;  // num_m_blocks = key blocks (rank 0 = key block 0), pairs = batch x kv heads
+  int grouped = 0;
+};
+
 template <class Cfg>
-using BwdArgsOf = std::conditional_t<Cfg::kMaskKind == MaskKind::kLocal, Sm90BwdFeatureArgs, Sm90BwdArgs>;
+using BwdArgsOf =
+    std::conditional_t<Cfg::kMaskKind == MaskKind::kLocal, Sm90BwdFeatureArgs,
+                       std::conditional_t<Cfg::kGroupedOrder, Sm90BwdCausalArgs, Sm90BwdArgs>>;
 
 }  // namespace flashattn::sm90

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(bars.ring.full_bar(s), 1);
-      mbarrier_init(bars.ring.empty_bar(s), Cfg::kDqInStage ? 1 : 4 * Cfg::kNumMmaWarpgroups);
+      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
     }
 #pragma unroll
     for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {

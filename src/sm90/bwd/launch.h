@@ -108,7 +108,17 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   auto kernel = sm90_bwd_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward");
   if (!s.ok()) return s;
-  kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
+  dim3 grid(num_n, p.hkv, p.b);
+  if constexpr (Cfg::kGroupedOrder) {
+    if (!p.deterministic && static_cast<long long>(num_n) * p.hkv * p.b < (1LL << 31)) {
+      // Groups of (batch, kv head) pairs whose Q, dO (bf16) and dQ accumulator (fp32) fit in
+      // TileOrder's L2 budget: 8 * sq * d * h_ratio bytes per pair.
+      args.order = TileOrder::make(num_n, p.hkv, p.b, p.sq, 2 * p.d * p.h_ratio, /*grouped=*/true);
+      args.grouped = 1;
+      grid = dim3(static_cast<unsigned>(num_n) * p.hkv * p.b, 1, 1);
+    }
+  }
+  kernel<<<grid, Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
   s = detail::check_launch("backend sm90 backward: main kernel");
   if (!s.ok()) return s;
 

@@ -9,6 +9,7 @@
 
 #include "arch/convert.h"
 #include "arch/fast_math.h"
+#include "arch/ldmatrix.h"
 #include "arch/mbarrier.h"
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
@@ -74,13 +75,34 @@ struct BwdMma {
   }
 
   // dS^T (this group's 64 key rows) into the swizzled MN-major tile dQ = dS K reads: element
-  // (key n, query m) sits in box m / 64, row n, 16-byte chunk ((m % 64) / 8) ^ (n % 8).
+  // (key n, query m) sits in box m / 64, row n, 16-byte chunk ((m % 64) / 8) ^ (n % 8). Per
+  // k-step kk the four fragments f[kk][j] are 8x8 matrices (keys 16 w + 8 (j & 1) + 0..7, queries
+  // 16 kk + 8 (j >> 1) + 0..7) in the fragment layout stmatrix takes: one stmatrix per k-step,
+  // lane l giving row l % 8 of matrix l / 8 (16 bytes, one swizzle chunk).
   // kSplitD: both groups hold the same 64 rows; each stores half of the query columns.
   __device__ __forceinline__ void store_ds(const uint32_t (&f)[kK][4], int buf) const {
-    const int q4 = t & 3;
+    if constexpr (!Cfg::kStmatrixDs) {
+      store_ds_words(f, buf);
+      return;
+    }
+    const int lane = t & 31, j = lane >> 3;
+    const int n = Cfg::kGroupKeys * wg + 16 * (t >> 5) + (lane & 7) + 8 * (j & 1);
 #pragma unroll
     for (int kk = 0; kk < kK; ++kk) {
       // A compile-time kk with a run-time test: f indexed by a run-time step would go to memory.
+      if (Cfg::kSplitD && kk / (kK / 2) != wg) continue;
+      const int m = 16 * kk + 8 * (j >> 1);
+      const uint32_t addr = smem + Cfg::kSmemDs + buf * Cfg::kDsBytes + (m >> 6) * Cfg::kDsBoxBytes + n * 128 +
+                            ((((m & 63) >> 3) ^ (n & 7)) << 4);
+      arch::stmatrix_x4(addr, f[kk]);
+    }
+  }
+
+  // The same with one 32-bit store per fragment register (BwdConfig::kStmatrixDs off).
+  __device__ __forceinline__ void store_ds_words(const uint32_t (&f)[kK][4], int buf) const {
+    const int q4 = t & 3;
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk) {
       if (Cfg::kSplitD && kk / (kK / 2) != wg) continue;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -252,10 +274,9 @@ struct BwdMma {
       arch::reg_fence(fP[kk]);
       arch::reg_fence(fdS[kk]);
     }
-    // Every lane's reads of the stage's lse/dsum (plain loads, unlike the wgmma reads of Q/dO)
-    // happen before lane 0 releases the stage to the next bulk copy.
-    __syncwarp();
-    ring.release_warp(st.stage);
+    // Every thread's reads of the stage's lse/dsum (plain loads, unlike the wgmma reads of Q/dO)
+    // happen before its own arrive releases the stage to the next bulk copy.
+    ring.release_thread(st.stage);
     // dQ to the staging once the writer's last reduction has read it; each warp then arrives.
     dq.wait_empty(0, dq_phase);
     float4* dq_stage = reinterpret_cast<float4*>(smem_gp + Cfg::kSmemDq);
