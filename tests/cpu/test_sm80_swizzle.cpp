@@ -222,4 +222,81 @@ TEST(Sm80Mask, FragmentsAndBlockBoundsMatchTheRule) {
   }
 }
 
+// The feature kernels' window walk (kLocal) for a (kBM, kBN, kWarps) tile: the key blocks a
+// query block visits (sm80::walk_local_blocks over Mask::n_block_range, last to first, each
+// once), that every block it skips hides all its keys from the block's rows, that every block
+// it walks unmasked is seen whole by them, and mask_fragment on every lane of every warp in the
+// masked ones. Rows past sq are never written, so only rows < sq are checked.
+template <int kBM, int kBN, int kWarps>
+void check_local_mask(int sq, int sk, int left, int right, bool causal) {
+  using flashattn::BlockRange;
+  using flashattn::sm80::mask_fragment;
+  constexpr int kMT = kBM / (16 * kWarps), kNS = kBN / 8;
+  const auto mask = flashattn::make_local_mask(sq, sk, left, right, causal);
+  const std::string what = std::to_string(sq) + "x" + std::to_string(sk) + " window " + std::to_string(left) +
+                           "," + std::to_string(right) + (causal ? " causal" : "");
+  const int num_m = (sq + kBM - 1) / kBM, num_n = (sk + kBN - 1) / kBN;
+  for (int mb = 0; mb < num_m; ++mb) {
+    const int m0 = mb * kBM, m_end = sq < m0 + kBM ? sq : m0 + kBM;
+    const BlockRange r = mask.n_block_range(mb, kBM, kBN);
+    const BlockRange u = mask.unmasked_n_block_range(mb, kBM, kBN);
+    std::vector<std::pair<int, bool>> walked;  // (block, masked)
+    if (!r.empty()) {
+      flashattn::sm80::walk_local_blocks({r.lo, u}, r.hi,
+                                         [&](int n, auto masked) { walked.push_back({n, decltype(masked)::value}); });
+    }
+    const int want = r.empty() ? 0 : r.hi - r.lo;
+    ASSERT_EQ(static_cast<int>(walked.size()), want) << what << " mb " << mb;
+    for (int i = 0; i < want; ++i) ASSERT_EQ(walked[i].first, r.hi - 1 - i) << what << " mb " << mb;
+    // Blocks not walked: no row of the block sees any of their keys.
+    for (int n = 0; n < num_n; ++n) {
+      if (!r.empty() && n >= r.lo && n < r.hi) continue;
+      for (int row = m0; row < m_end; ++row) {
+        ASSERT_TRUE(mask.key_end(row) <= n * kBN || mask.key_begin(row) >= (n + 1) * kBN || mask.key_end(row) <= mask.key_begin(row))
+            << what << " row " << row << " sees a key of skipped block " << n;
+      }
+    }
+    for (auto [n, masked] : walked) {
+      if (!masked) {
+        for (int row = m0; row < m_end; ++row) {
+          ASSERT_TRUE(mask.key_begin(row) <= n * kBN && mask.key_end(row) >= (n + 1) * kBN)
+              << what << " row " << row << " does not see all of unmasked block " << n;
+        }
+        continue;
+      }
+      for (int warp = 0; warp < kWarps; ++warp) {
+        for (int lane = 0; lane < 32; ++lane) {
+          float rS[kMT][kNS][4] = {};
+          const int row0 = m0 + warp * kMT * 16 + (lane >> 2), col0 = n * kBN + 2 * (lane & 3);
+          mask_fragment<16>(mask, rS, row0, col0);
+          for (int mt = 0; mt < kMT; ++mt)
+            for (int nt = 0; nt < kNS; ++nt)
+              for (int e = 0; e < 4; ++e) {
+                const int row = row0 + mt * 16 + 8 * (e >> 1), col = col0 + nt * 8 + (e & 1);
+                if (row >= sq) continue;
+                ASSERT_EQ(std::isinf(rS[mt][nt][e]), !mask.visible(row, col))
+                    << what << " row " << row << " col " << col;
+              }
+        }
+      }
+    }
+  }
+}
+
+TEST(Sm80Mask, LocalWalkAndFragmentsMatchTheRule) {
+  const std::vector<std::pair<int, int>> shapes = {{1, 1},     {17, 300},  {300, 17},  {113, 1000},
+                                                   {1000, 113}, {257, 255}, {700, 700}, {64, 1}};
+  const std::vector<std::pair<int, int>> windows = {{0, 0},   {1, 0},    {127, 0}, {256, 256},
+                                                    {1000, 3}, {-1, 0},  {5, -1},  {-1, -1}, {0, 63}};
+  for (auto [sq, sk] : shapes) {
+    for (auto [l, r] : windows) {
+      for (bool causal : {false, true}) {
+        check_local_mask<128, 64, 4>(sq, sk, l, r, causal);
+        check_local_mask<64, 64, 4>(sq, sk, l, r, causal);
+        check_local_mask<96, 64, 6>(sq, sk, l, r, causal);
+      }
+    }
+  }
+}
+
 }  // namespace
