@@ -56,6 +56,15 @@ const KernelEntry* find_varlen_kernel(int hd, ElemType dt, bool causal) {
   return nullptr;
 }
 
+// The library's feature kernel (window, softcap, ALiBi) of kernel head dim hd for dt.
+const KernelEntry* find_feature_kernel(int hd, ElemType dt) {
+  const Sm80FwdOptions o = sm80::feature_options(hd);
+  for (const KernelEntry& e : sm80::library_feature_kernels()) {
+    if (e.dtype == dt && e.options == o) return &e;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 // The kernel dispatch picks for params on a device of capability `sm` (exposed for the tuner):
@@ -66,6 +75,7 @@ const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
   const int hd = sm80::kernel_head_dim(p.d, p.d_v);
   if (hd == 0) return nullptr;
   if (p.varlen()) return find_varlen_kernel(hd, p.dtype, p.causal);
+  if (sm80::needs_feature_kernel(p)) return find_feature_kernel(hd, p.dtype);
   const bool padded = sm80::needs_padding(p.d, p.d_v);
   const TunedRow* r = sm80::select_tuned_row(
       kTunedRows, sm, p.dtype, hd, p.causal, p.sq, p.sk,
@@ -82,9 +92,10 @@ bool sm80_built() { return true; }
 // instantiated head dim covering both (padded where one differs from it); only a pair above the
 // largest kernel would be refused. Varlen (packed) calls run on the kernel head dim's varlen
 // kernel, under the same head-dim, dtype and grid limits (batch: the number of sequences).
+// Windows, softcap and ALiBi run on the head dim's feature kernel, dense batches only.
 Status sm80_supports(const FwdParams& p) {
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
-    return {StatusCode::kNotSupported, "backend sm80: window_size / softcap / ALiBi not implemented yet"};
+  if (p.varlen() && sm80::needs_feature_kernel(p)) {
+    return {StatusCode::kNotSupported, "backend sm80: window_size / softcap / ALiBi with varlen not implemented yet"};
   }
   if (p.varlen() && p.cu_k == nullptr) {
     return {StatusCode::kNotSupported, "backend sm80: a varlen call needs both cu_seqlens_q and cu_seqlens_k"};

@@ -22,6 +22,10 @@ std::span<const KernelEntry> kernels_d64_varlen();
 std::span<const KernelEntry> kernels_d128_varlen();
 std::span<const KernelEntry> kernels_d192_varlen();
 std::span<const KernelEntry> kernels_d256_varlen();
+std::span<const KernelEntry> kernels_d64_feature();
+std::span<const KernelEntry> kernels_d128_feature();
+std::span<const KernelEntry> kernels_d192_feature();
+std::span<const KernelEntry> kernels_d256_feature();
 
 std::span<const KernelEntry> library_kernels() {
   static const std::vector<KernelEntry> all = [] {
@@ -44,15 +48,25 @@ std::span<const KernelEntry> library_varlen_kernels() {
   return all;
 }
 
+std::span<const KernelEntry> library_feature_kernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> v;
+    for (auto s : {kernels_d64_feature(), kernels_d128_feature(), kernels_d192_feature(), kernels_d256_feature()})
+      v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }();
+  return all;
+}
+
 std::string KernelEntry::name() const {
   const Sm80FwdOptions& o = options;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
                 o.warps, o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "",
                 o.swizzle ? "" : "_nosw", o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded",
                 o.precomputed_swizzle ? "_psw" : "", o.strided_loads ? "" : "_nostrided",
                 o.lazy_rescale ? "" : "_nolazyresc", padded ? "_pad" : "", varlen ? "_varlen" : "",
-                dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
+                feature ? "_feature" : "", dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }
 
@@ -75,10 +89,15 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve " +
                                            (p.varlen() ? "varlen (packed) calls" : "dense calls")};
   }
-  const LaunchFn launch = e.launch_for(mask_kind(p.causal));
+  if (e.feature != needs_feature_kernel(p)) {
+    return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve calls " +
+                                           (e.feature ? "without" : "with") + " a window, softcap or ALiBi"};
+  }
+  const MaskKind kind = e.feature ? MaskKind::kLocal : mask_kind(p.causal);
+  const LaunchFn launch = e.launch_for(kind);
   if (launch == nullptr) {
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " is not instantiated for the " +
-                                           (p.causal ? "causal" : "non-causal") + " mask"};
+                                           (e.feature ? "window" : p.causal ? "causal" : "non-causal") + " mask"};
   }
   return launch(p, stream);
 }

@@ -73,6 +73,7 @@ struct KernelKey {
   bool mask_none = true, mask_causal = true;
   bool padded = false;
   bool varlen = false;  // the Sm80FwdVarlen kernels (packed batches)
+  bool feature = false;  // the Sm80FwdFeature kernels (window, softcap, ALiBi): kLocal mask only
   constexpr bool operator==(const KernelKey&) const = default;
 };
 
@@ -143,6 +144,28 @@ constexpr auto varlen_kernels() {
   std::array<KernelKey, 2> out{};
   out[0] = {default_options(D), detail::ElemType::kFloat16, true, true, true, true};
   out[1] = {default_options(D), detail::ElemType::kBFloat16, true, true, true, true};
+  return out;
+}
+
+// The configuration of the feature kernels (window, softcap, ALiBi) of head dim D, one for every
+// device: the head dim's default (FA2's shapes, within every sm80-class device's shared memory),
+// except D=128, whose 128 x 64 default sits at 255 registers already and spilled with the
+// window's walk; 64 x 64 (the tuned table's short-causal pick there) keeps a margin, and its
+// narrower query blocks waste less of a window's edge blocks.
+constexpr Sm80FwdOptions feature_options(int head_dim) {
+  if (head_dim == 128) return {.head_dim = 128, .block_m = 64, .block_n = 64, .warps = 4};
+  return default_options(head_dim);
+}
+
+// The feature kernels of head dim D (fwd/instantiations/fwd_d*_feature.cu): the feature
+// configuration, padded (every d, d_v whose kernel head dim is D), the kLocal mask only, fp16
+// then bf16. One configuration, no tuned rows: windows change the work per query block too much
+// for one sequence-length bucket to describe it.
+template <int D>
+constexpr auto feature_kernels() {
+  std::array<KernelKey, 2> out{};
+  out[0] = {feature_options(D), detail::ElemType::kFloat16, false, false, true, false, true};
+  out[1] = {feature_options(D), detail::ElemType::kBFloat16, false, false, true, false, true};
   return out;
 }
 

@@ -149,6 +149,41 @@ TEST(Dispatch, ForcedBackendIsStillChecked) {
   }
 }
 
+// Window, softcap and ALiBi calls (dense) run on a family wherever one is built: sm80's feature
+// kernels on 8.x, sm90's on Hopper; auto falls back to the reference only where neither is.
+// Varlen calls with them stay refused by sm80.
+TEST(Dispatch, FeatureCallsRunOnAFamily) {
+  struct Mods {
+    int left, right;
+    float softcap;
+    bool alibi;
+  };
+  for (const Mods m : {Mods{16, 0, 0.f, false}, Mods{-1, -1, 30.f, false}, Mods{-1, -1, 0.f, true},
+                       Mods{100, 3, 50.f, true}}) {
+    for (auto [d, dv] : kHeadDims) {
+      FwdParams p = params(d, dv);
+      p.window_left = m.left;
+      p.window_right = m.right;
+      p.softcap = m.softcap;
+      p.alibi_slopes = m.alibi ? reinterpret_cast<const float*>(g_buf) : nullptr;
+      EXPECT_EQ(detail::sm80_supports(p).ok(), detail::sm80_built()) << detail::sm80_supports(p).message();
+      for (auto [maj, min] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{9, 0}}) {
+        Backend b = Backend::kReference;
+        ASSERT_TRUE(detail::choose_backend(p, Backend::kAuto, maj, min, &b).ok());
+        const bool hopper = maj == 9 && detail::sm90_built() && detail::sm90_supports(p).ok();
+        const Backend want = hopper ? Backend::kSm90 : detail::sm80_built() ? Backend::kSm80 : Backend::kReference;
+        EXPECT_EQ(b, want) << maj << "." << min << " d " << d << "/" << dv;
+      }
+      int cu[2] = {0, 128};
+      p.cu_q = p.cu_k = cu;
+      p.total_q = p.total_k = 128;
+      const Status s = detail::sm80_supports(p);
+      EXPECT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("sm80"), std::string::npos) << s.message();
+    }
+  }
+}
+
 TEST(Dispatch, NoDeviceInfoWithoutAGpu) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present";
   detail::DeviceInfo info;

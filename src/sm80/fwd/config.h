@@ -53,6 +53,8 @@ struct Sm80FwdConfig {
   static constexpr bool kPadded = false;
   // Dense (B, S, H, D) batches; Sm80FwdVarlen below serves packed variable-length ones.
   static constexpr bool kVarlen = false;
+  // No window, softcap or ALiBi; Sm80FwdFeature below serves the calls that set them.
+  static constexpr bool kFeature = false;
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
@@ -130,6 +132,23 @@ struct Sm80FwdVarlen : Cfg {
   static constexpr int kSmemLengths = Cfg::kSmemBytes;  // byte offset of int[2] {len_q, len_k}
   static constexpr int kSmemBytes = Cfg::kSmemBytes + 16;
   static_assert(kSmemBytes <= Cfg::kSmemLimitSm90, "shared memory budget exceeded (227 KB)");
+};
+
+// The feature kernel of configuration Cfg (issue 17): sliding windows, softcap and ALiBi, one
+// kernel for all three. It runs the MaskKind::kLocal mask (a causal call is the window
+// (unbounded, 0), a plain softcap or ALiBi call the unbounded window, which masks only the
+// padding): the key blocks it walks are the window's (common/mask.h n_block_range, so blocks left
+// of the window are never loaded) and only the blocks at either edge of the window pay for the
+// element-wise mask (unmasked_n_block_range). Softcap and ALiBi are run-time switches inside it
+// (Sm80FwdFeatureArgs, fwd/kernel_args.h). A type of its own like the two wrappers above, so the
+// kNone / kCausal kernels keep their code: every feature branch is `if constexpr (Cfg::kFeature)`.
+// The library wraps padded configurations only (one kernel per head dim and dtype serves every
+// d, d_v); dense batches only (varlen calls with these features are refused).
+template <class Cfg>
+struct Sm80FwdFeature : Cfg {
+  static_assert(!Cfg::kFeature, "already a feature kernel");
+  static_assert(!Cfg::kVarlen, "feature kernels serve dense batches only");
+  static constexpr bool kFeature = true;
 };
 
 }  // namespace flashattn::sm80

@@ -14,6 +14,7 @@
 
 #include "arch/convert.h"
 #include "arch/cp_async.h"
+#include "arch/fast_math.h"
 #include "arch/ldmatrix.h"
 #include "common/mask.h"
 #include "common/params.h"
@@ -44,10 +45,13 @@ __device__ __forceinline__ VarlenSeq varlen_sequence(const Sm80FwdVarlenArgs& p,
 }
 
 // Kind: the mask, compile-time (a non-causal kernel carries no causal code). Cfg::kVarlen: a
-// packed batch (Sm80FwdVarlen, fwd/config.h), one sequence per blockIdx.z.
+// packed batch (Sm80FwdVarlen, fwd/config.h), one sequence per blockIdx.z. Cfg::kFeature: a
+// window, softcap and ALiBi (Sm80FwdFeature), always with the kLocal mask.
 template <class Cfg, class Elem, MaskKind Kind>
 __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgsOf<Cfg> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  constexpr bool kLocal = Kind == MaskKind::kLocal;
+  static_assert(kLocal == Cfg::kFeature, "the window lives in the feature kernels' parameters");
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kMT = Cfg::kMTiles;
   constexpr int kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;
   // 128-B alignment is load-bearing: PrecomputedSwizzle XORs address bits 4..6 (swizzle.h).
@@ -103,8 +107,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   }
   const int rows_valid = min(kBM, seq_q - m0);
 
-  // Key blocks [0, n_end) hold every key some row of this block sees.
-  const Mask<Kind> mask{seq_q, seq_k};
+  // Key blocks [0, n_end) hold every key some row of this block sees (kLocal: [local.lo, n_end)).
+  Mask<Kind> mask{seq_q, seq_k};
+  if constexpr (kLocal) {
+    mask.left = p.window_left;
+    mask.right = p.window_right;
+  }
   // The mask (its lengths) as the main loop sees it: dense, the one above (the call's lengths,
   // parameters); varlen, the sequence's lengths reloaded from shared memory at each use (the
   // cp.async and barrier asm between uses clobber memory, so nothing holds them in registers).
@@ -124,9 +132,25 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
       return p.sk;
     }
   };
-  const int n_end = n_block_end32(mask, m0, rows_valid, kBN);
+  // kLocal: the window's blocks [local.lo, n_end), of which local.unmasked need no element-wise
+  // mask (the 64-bit rule once per block; the masked iterations use 32-bit forms).
+  int n_end;
+  [[maybe_unused]] LocalBlocks local{};
+  if constexpr (kLocal) {
+    const BlockRange r = mask.n_block_range(m_block, kBM, kBN);
+    n_end = r.hi;
+    local = {r.lo, mask.unmasked_n_block_range(m_block, kBM, kBN)};
+  } else {
+    n_end = n_block_end32(mask, m0, rows_valid, kBN);
+  }
   Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
-  if (n_end == 0) {  // every row of this block is fully masked
+  bool no_keys;
+  if constexpr (kLocal) {
+    no_keys = n_end <= local.lo;
+  } else {
+    no_keys = n_end == 0;
+  }
+  if (no_keys) {  // every row of this block is fully masked
     if constexpr (Cfg::kVarlen) varlen_out();
     epi.write_empty(gO, p.o_ss, gLse, rows_valid, p.d_v);
     return;
@@ -233,6 +257,42 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
     for (int ks = 0; ks < Cfg::kKStepsQK; ++ks) gemm.load_q(rQres[ks], sQ, ks);
   }
 
+  // Feature kernels: ALiBi's slope in the units of the scores the softmax takes (its exp2
+  // multiplies them by scale_log2, while the bias is in natural-log units); 0: no ALiBi.
+  [[maybe_unused]] float alibi_coef = 0.f;
+  if constexpr (Cfg::kFeature) {
+    if (p.alibi != nullptr) alibi_coef = -p.alibi[batch * p.alibi_bstride + head] * detail::kLog2e / p.scale_log2;
+  }
+  // Softcap and ALiBi on the scores of key block n, before the mask (both warp-uniform switches).
+  [[maybe_unused]] auto modify_scores = [&](float(&rS)[kMT][kNS][4], int n) {
+    if constexpr (Cfg::kFeature) {
+      if (p.softcap_scale > 0.f) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) rS[mt][nt][e] = arch::tanh_approx(rS[mt][nt][e] * p.softcap_scale);
+      }
+      if (alibi_coef != 0.f) {
+        // + coef * |i + sk - sq - j|, the distance from the query's diagonal: one conversion per
+        // block (this lane's first element), then per score an FADD of a constant and an FFMA on
+        // its absolute value (exact while distances stay below 2^24).
+        const float diag0 =
+            static_cast<float>(m0 + warp_row0 + (lane >> 2) + (p.sk - p.sq) - (n * kBN + 2 * (lane & 3)));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float dist = diag0 + static_cast<float>(16 * mt + 8 * (e >> 1) - 8 * nt - (e & 1));
+              rS[mt][nt][e] = fmaf(alibi_coef, fabsf(dist), rS[mt][nt][e]);
+            }
+      }
+    }
+  };
+
   // One key block. kMask: this block needs the element-wise mask. Only masked blocks
   // can be the partial last key block, so only their loads of block n take row predicates;
   // block n-1 (below the last) is always full.
@@ -247,7 +307,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
       gemm.template qk<kBf16>(rS, sQ, sK, rQres);
       arch::cp_async_wait<0>();  // V(n) landed; every warp is done with K(n)
       __syncthreads();
-      if (n > 0) load_k(n - 1, std::true_type{});
+      bool more;  // key block n - 1 is walked next
+      if constexpr (kLocal) {
+        more = n > local.lo;
+      } else {
+        more = n > 0;
+      }
+      if (more) load_k(n - 1, std::true_type{});
     } else {
       load_k(n, kFullN);
       arch::cp_async_wait<0>();
@@ -255,6 +321,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
       gemm.template qk<kBf16>(rS, sQ, sK, rQres);
       load_v(n, kFullN);
     }
+    if constexpr (Cfg::kFeature) modify_scores(rS, n);
     if constexpr (kMask) {
       mask_fragment<16>(lengths(), rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
     }
@@ -279,9 +346,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
 
   // Blocks that need the mask: the partial last key block, and (causal) those crossing the
   // diagonal of the block's first row. Walking down, once one is clean all lower ones are.
-  int n = n_end - 1;
-  for (; n >= 0 && n_block_needs_mask(lengths(), n, m0, kBN); --n) iteration(n, std::true_type{});
-  for (; n >= 0; --n) iteration(n, std::false_type{});
+  if constexpr (kLocal) {
+    // A window: its right edge (with the partial last block) first, then the blocks every row
+    // sees whole, then its left edge; blocks left of local.lo are never loaded.
+    walk_local_blocks(local, n_end, iteration);
+  } else {
+    int n = n_end - 1;
+    for (; n >= 0 && n_block_needs_mask(lengths(), n, m0, kBN); --n) iteration(n, std::true_type{});
+    for (; n >= 0; --n) iteration(n, std::false_type{});
+  }
 
   float inv[kMT][2], lse[kMT][2];
   softmax.finalize(inv, lse, p.scale_log2);

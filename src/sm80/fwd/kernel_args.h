@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/mask.h"
 #include "common/params.h"
 
 namespace flashattn::sm80 {
@@ -57,8 +58,32 @@ struct Sm80FwdVarlenArgs : Sm80FwdArgs {
   }
 };
 
+// Parameter block of the feature kernels (Sm80FwdFeature): the dense one plus the window and
+// the score modifiers. scale_log2 (inherited) is what the softmax's exp2 multiplies a score by:
+// FwdParams::exp2_scale(), softcap * log2(e) under softcap (the scores are then tanh values).
+struct Sm80FwdFeatureArgs : Sm80FwdArgs {
+  int window_left, window_right;  // Mask<kLocal>'s bounded form (common/mask.h make_local_mask)
+  float softcap_scale;            // scale / softcap, or 0: no softcap
+  const float* alibi;             // slopes, alibi[b * alibi_bstride + h], or null: no ALiBi
+  int64_t alibi_bstride;
+
+  static Sm80FwdFeatureArgs from(const detail::FwdParams& p) {
+    Sm80FwdFeatureArgs a{};
+    static_cast<Sm80FwdArgs&>(a) = Sm80FwdArgs::from(p);
+    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+    a.window_left = w.left;
+    a.window_right = w.right;
+    a.softcap_scale = p.softcap_scale();
+    a.scale_log2 = p.exp2_scale();
+    a.alibi = p.alibi_slopes;
+    a.alibi_bstride = p.alibi_batch_stride;
+    return a;
+  }
+};
+
 // The parameter block of a kernel configuration.
 template <class Cfg>
-using Sm80FwdArgsOf = std::conditional_t<Cfg::kVarlen, Sm80FwdVarlenArgs, Sm80FwdArgs>;
+using Sm80FwdArgsOf = std::conditional_t<Cfg::kVarlen, Sm80FwdVarlenArgs,
+                                         std::conditional_t<Cfg::kFeature, Sm80FwdFeatureArgs, Sm80FwdArgs>>;
 
 }  // namespace flashattn::sm80

@@ -44,13 +44,18 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 
 // The entry of K's configuration and dtype, with a kernel for each mask kind K lists (only
 // those are instantiated); K.padded: the Sm80FwdPadded kernels; K.varlen: their Sm80FwdVarlen
-// wrappers (packed batches).
+// wrappers (packed batches); K.feature: their Sm80FwdFeature wrappers (kLocal only).
 template <KernelKey K>
 constexpr KernelEntry make_entry() {
   using Dense = std::conditional_t<K.padded, Sm80FwdPadded<Sm80FwdConfig<K.options>>, Sm80FwdConfig<K.options>>;
-  using Cfg = std::conditional_t<K.varlen, Sm80FwdVarlen<Dense>, Dense>;
+  using Wrapped = std::conditional_t<K.varlen, Sm80FwdVarlen<Dense>, Dense>;
+  using Cfg = std::conditional_t<K.feature, Sm80FwdFeature<Wrapped>, Wrapped>;
   using Elem = std::conditional_t<K.dtype == detail::ElemType::kBFloat16, __nv_bfloat16, __half>;
-  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr}, K.padded, K.varlen};
+  KernelEntry e{K.options, K.dtype, Cfg::kSmemBytes, {nullptr, nullptr, nullptr}, K.padded, K.varlen, K.feature};
+  if constexpr (K.feature) {
+    static_assert(!K.mask_none && !K.mask_causal, "feature kernels run the kLocal mask only");
+    e.launch[static_cast<int>(MaskKind::kLocal)] = &launch_fwd<Cfg, Elem, MaskKind::kLocal>;
+  }
   if constexpr (K.mask_none) e.launch[static_cast<int>(MaskKind::kNone)] = &launch_fwd<Cfg, Elem, MaskKind::kNone>;
   if constexpr (K.mask_causal) {
     e.launch[static_cast<int>(MaskKind::kCausal)] = &launch_fwd<Cfg, Elem, MaskKind::kCausal>;
