@@ -78,6 +78,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   if constexpr (Cfg::kLocal) unmasked = rule.unmasked_m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
   else first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
+  // Non-causal (not deterministic): every key block of a pair visits every query block, and in
+  // one order they would all add into the same query block's dQ at once; each starts its walk
+  // at its own place instead (the walk wraps around).
+  constexpr bool kWrapM = Cfg::kMaskKind == MaskKind::kNone;
+  int m_first = mr.lo;
+  if constexpr (kWrapM) {
+    if (args.dq_turn == nullptr && !mr.empty())
+      m_first = mr.lo + static_cast<int>(static_cast<long long>(n_block) * (mr.hi - mr.lo) / gridDim.x);
+  }
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -112,7 +121,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
         const int64_t chunk0 = (static_cast<int64_t>(b) * args.hq + h) * args.num_m_blocks;
 #pragma unroll 1
-        for (int m = mr.lo; m < mr.hi; ++m) {
+        for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
           // This block's place in query block m's order of additions (deterministic mode):
           // descending, n_block_range(m).hi - 1 - n_block, in 32-bit arithmetic (this thread
           // has 24 registers; the 64-bit form spilled at D=256). m's last row, then the keys it
@@ -157,7 +166,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
       const int64_t row_stats = (static_cast<int64_t>(b) * args.hq + h) * args.sq_pad;
 #pragma unroll 1
-      for (int m = mr.lo; m < mr.hi; ++m) {
+      for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
         const uint32_t full = bars.ring.full_bar(st.stage);
         bars.ring.wait_empty(st.stage, st.phase);
         mbarrier_arrive_expect_tx(full, 2 * Cfg::kQBytes + 2 * Cfg::kRowStatBytes);
@@ -203,7 +212,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         if (args.alibi != nullptr) alibi_coef = -args.alibi[b * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
       }
 #pragma unroll 1
-      for (int m = mr.lo; m < mr.hi; ++m) {
+      for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
         const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;
         mma.template step<Cfg::kMaskKind>(bars.ring, st, buf, bars.dq, dq_phase, key0, m * Cfg::kBlockM, need_mask,
                                           args, alibi_coef);

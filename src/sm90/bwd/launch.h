@@ -20,6 +20,12 @@ namespace flashattn::sm90 {
 
 inline size_t bwd_align256(size_t x) { return (x + 255) & ~size_t{255}; }
 
+// Every (b, s, h) row of a 16-bit tensor view starts 16-byte aligned (base and strides).
+template <class View>
+bool rows_16b_aligned(const View& t) {
+  return reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
+}
+
 template <class Cfg, class Elem>
 Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -55,7 +61,9 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   pre.sq = p.sq;
   pre.sq_pad = sq_pad;
   pre.d = p.d_v;  // dsum = rowsum(dO * O) over O's columns
-  sm90_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
+  pre.lanes = bwd_pre_lanes(p.d_v);
+  pre.vec = rows_16b_aligned(p.o) && rows_16b_aligned(p.dout);
+  sm90_bwd_preprocess<Elem><<<static_cast<unsigned>((rows * pre.lanes + 255) / 256), 256, 0, stream>>>(pre);
   Status s = detail::check_launch("backend sm90 backward: preprocess");
   if (!s.ok()) return s;
 
@@ -131,6 +139,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   post.num_m_blocks = num_m;
   post.d = p.d;
   post.scale = p.scale;
+  post.vec = rows_16b_aligned(p.dq);
   sm90_bwd_postprocess<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(post);
   return detail::check_launch("backend sm90 backward: postprocess");
 }
