@@ -45,7 +45,10 @@ struct ForwardArgs {
   // The offsets stay on the device (no host sync): the caller guarantees them. The kernels
   // clamp lengths to the max lengths and to the packed rows, so offsets that break the
   // contract give wrong rows, never a read or write outside q, k, v, out or lse. Out rows past
-  // cu_seqlens_q[num_seqs] are not written.
+  // cu_seqlens_q[num_seqs] are not written. Rows of k and v past cu_seqlens_k[num_seqs] may hold
+  // anything (NaN included); rows before cu_seqlens_k[0] (an offset past row 0) must be finite:
+  // the sm90 forward loads a short sequence's key block ending on its last key, so it reads up
+  // to one key block before the sequence, masked but multiplied by zero (0 * NaN is NaN).
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   int num_seqs = 0;
