@@ -44,7 +44,7 @@ may be read.
   device copies. `local_ring_flash_attn_func` / `simulate_ring_flash_attn` drive it; it exists
   to test the whole algorithm on one GPU (or on the CPU with a reference attention function).
 
-Only the forward pass is provided (the library has no backward kernel yet).
+Only the forward pass is provided (the ring backward is its own issue).
 
 Modules: _dist_sharding (zigzag / contiguous shards), _dist_merge (merge_attn_states),
 _dist_transports (NcclTransport, LocalRing, LocalTransport), _dist_ring (the per-rank steps and
