@@ -78,6 +78,10 @@ if [ $sanitize = 1 ]; then
   filt="$filt:Grid/Sm80Varlen.MatchesReferenceAndLeaksNothing/d128v128_causal_bf16_mixed"
   filt="$filt:Grid/KvCache.MatchesReferenceAndWritesOnlyNewKeys/paged64_d128_gqa8_causal_sq4"
   filt="$filt:Grid/KvCache.MatchesReferenceAndWritesOnlyNewKeys/contig_d192_v128_causal"
+  # The varlen backward (short sequences, zeroed rows), the sm80 backward and an sm80 window.
+  filt="$filt:Grid/VarlenBackward.MatchesFp64AndTouchesOnlyItsRows/sm90_mixed_d128_causal_bf16_h8x2"
+  filt="$filt:Sm80/Sm80BackwardGrid.MatchesFp64/b1_sq113_sk1000_h8x2_d128_causal_bf16"
+  filt="$filt:Grid/Features.MatchesReference/sm80_d64_sq700_sk700_h8x8_w127_0_fp16"
   for tool in memcheck racecheck synccheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/flashattn_gpu_tests" \
       --gtest_filter="$filt" --gtest_brief=1 >"$out/sanitize-$tool.log" 2>&1
