@@ -132,7 +132,9 @@ struct VarlenBwdBuffers {
     const size_t row = size_t(h) * d * 2;
     char* c = static_cast<char*>(p);
     const int rows = &cu == &cu_q ? rows_q : rows_k;
-    if (lead) EXPECT_EQ(cudaMemset(c, 0xFF, size_t(cu.front()) * row), cudaSuccess);
+    if (lead) {
+      EXPECT_EQ(cudaMemset(c, 0xFF, size_t(cu.front()) * row), cudaSuccess);
+    }
     EXPECT_EQ(cudaMemset(c + size_t(cu.back()) * row, 0xFF, size_t(rows - cu.back()) * row), cudaSuccess);
   }
   void poison_grads(cudaStream_t st) {
