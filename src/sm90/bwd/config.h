@@ -52,6 +52,10 @@ struct BwdConfig {
   // the D=64 window kernel, which spills with it (its 232 MMA registers hold the softcap and
   // ALiBi state too).
   static constexpr bool kStmatrixDs = !(kHeadDim == 64 && kLocal);
+  // dK and dV written through the idle Q/dO stages in 16-byte row pieces (mainloop.h
+  // store_dkdv); not kSplitD, whose dQ writer may still read the stages at the end, nor the
+  // D=64 window kernel (spilled 12 B with it).
+  static constexpr bool kStagedDkDv = !kSplitD && !(kHeadDim == 64 && kLocal);
   // Arrivals that free a ring stage: every MMA thread (each after its own reads of the stage's
   // lse and dsum), or kDqInStage the dQ writer once it has read the dQ staged over the stage.
   static constexpr int kRingReleases = kDqInStage ? 1 : 128 * kNumMmaWarpgroups;

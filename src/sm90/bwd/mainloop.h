@@ -333,8 +333,70 @@ struct BwdMma {
   }
 
   // dV and scale * dK of keys [key0, key0 + 64) to global (rows past sk are not written).
+  // kStagedDkDv: through shared memory, so that global rows go out in 16-byte pieces (the
+  // accumulator layout alone writes 4-byte pairs spread over 8 rows per warp store). The ring's
+  // Q and dO stages are idle once both groups are past their last block (every load issued was
+  // consumed, the last dV/dK GEMMs retired before the loop's last wait): group g's dK and dV
+  // take 64 rows each there, rows of kHeadDim elements with their 16-byte chunks XOR-swizzled by
+  // row (the 8 rows of one warp store fall on distinct banks).
   template <class Elem>
   __device__ __forceinline__ void store_dkdv(const Sm90BwdArgs& args, int b, int hk, int key0) const {
+    if constexpr (Cfg::kStagedDkDv) {
+      store_dkdv_staged<Elem>(args, b, hk, key0);
+      return;
+    }
+    store_dkdv_direct<Elem>(args, b, hk, key0);
+  }
+
+  template <class Elem>
+  __device__ __forceinline__ void store_dkdv_staged(const Sm90BwdArgs& args, int b, int hk, int key0) const {
+    constexpr int kRowBytes = Cfg::kHeadDim * 2;
+    constexpr int kChunks = Cfg::kHeadDim / 8;  // 16-byte chunks per row
+    static_assert(!Cfg::kSplitD && 4 * 64 * kRowBytes <= 2 * Cfg::kStages * Cfg::kQBytes,
+                  "both groups' dK and dV fit the Q and dO stages");
+    uint8_t* tile_k = smem_gp + Cfg::kSmemQ + wg * 2 * 64 * kRowBytes;
+    uint8_t* tile_v = tile_k + 64 * kRowBytes;
+    arch::named_barrier_sync<kBarBwdDsReady, 256>();  // both groups past their last GEMM
+    const int q4 = t & 3;
+#pragma unroll
+    for (int i = 0; i < kAcc; i += 2) {
+      const int r = row_local() + 8 * ((i >> 1) & 1);
+      const int c = i >> 2;  // 16-byte chunk of columns 8c..8c+7
+      const int off = r * kRowBytes + ((c ^ (r & 7)) << 4) + 4 * q4;
+      *reinterpret_cast<uint32_t*>(tile_k + off) = arch::pack_f32x2<Cfg::kBf16>(rdK[i] * args.scale, rdK[i + 1] * args.scale);
+      *reinterpret_cast<uint32_t*>(tile_v + off) = arch::pack_f32x2<Cfg::kBf16>(rdV[i], rdV[i + 1]);
+    }
+    arch::named_barrier_sync<kBarBwdDsReady, 256>();
+    Elem* dk = static_cast<Elem*>(args.dk);
+    Elem* dv = static_cast<Elem*>(args.dv);
+    const bool vec_k = ((reinterpret_cast<uintptr_t>(dk) | static_cast<uintptr_t>(args.dk_sb | args.dk_ss | args.dk_sh) * 2) & 15) == 0;
+    const bool vec_v = ((reinterpret_cast<uintptr_t>(dv) | static_cast<uintptr_t>(args.dv_sb | args.dv_ss | args.dv_sh) * 2) & 15) == 0;
+    for (int idx = t; idx < 64 * kChunks; idx += 128) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      const int key = key0 + r;
+      if (key >= args.sk) continue;
+      const int src = r * kRowBytes + ((c ^ (r & 7)) << 4);
+      // Columns past the caller's head dims (zero-filled inputs) are not written; d and d_v are
+      // multiples of 8, so a chunk is all in or all out.
+      if (8 * c < args.d) {
+        Elem* dst = dk + b * args.dk_sb + key * args.dk_ss + hk * args.dk_sh + 8 * c;
+        if (vec_k) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(tile_k + src);
+        else
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dst[e] = reinterpret_cast<const Elem*>(tile_k + src)[e];
+      }
+      if (8 * c < args.d_v) {
+        Elem* dst = dv + b * args.dv_sb + key * args.dv_ss + hk * args.dv_sh + 8 * c;
+        if (vec_v) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(tile_v + src);
+        else
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dst[e] = reinterpret_cast<const Elem*>(tile_v + src)[e];
+      }
+    }
+  }
+
+  template <class Elem>
+  __device__ __forceinline__ void store_dkdv_direct(const Sm90BwdArgs& args, int b, int hk, int key0) const {
     const int q4 = t & 3;
     Elem* dk = static_cast<Elem*>(args.dk);
     Elem* dv = static_cast<Elem*>(args.dv);
