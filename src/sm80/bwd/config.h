@@ -93,5 +93,10 @@ inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 64, .warp
 inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .warps = 8, .m_slices = 2};
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .warps = 8, .d_split = 2,
                                              .double_buffer = false, .m_slices = 2};
+// The d256 feature kernel (window / softcap / ALiBi, MaskKind::kLocal): with 32-query slices its
+// score pass (window, tanh, ALiBi terms) leaves the kernel short of registers (ptxas spills for
+// sm_90a), so it takes 16 queries per slice; shared memory is the plain kernel's.
+inline constexpr Sm80BwdOptions kSm80BwdD256Feature{.head_dim = 256, .block_m = 64, .warps = 8, .d_split = 2,
+                                                    .double_buffer = false, .m_slices = 4};
 
 }  // namespace flashattn::sm80

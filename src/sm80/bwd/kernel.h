@@ -4,9 +4,18 @@
 // under Sm80BwdOptions::double_buffer). Under a causal mask a key block's query blocks start at
 // Mask::m_block_range's lo and only those below first_unmasked_m_block take the element-wise
 // rule; so does a partial last key block.
+// Sliding window, softcap, ALiBi (MaskKind::kLocal, the feature kernel, Sm80BwdFeatureArgs): a
+// key block's query blocks are bounded on both sides (Mask::m_block_range), the ones outside
+// Mask::unmasked_m_block_range (both ends of the window; local_needs_mask) take the
+// element-wise rule, softcap and ALiBi are run-time switches recomputing the scores as the
+// forward did, and softcap's 1 - t^2 goes into dS. The kNone / kCausal kernels keep their code
+// (every addition is `if constexpr`).
 // Deterministic mode (dq_turn != null): the CTAs visiting a query block add their dQ in a fixed
 // order, ascending key blocks, or under a causal mask descending from the query block's last key
 // block, with the grid launched in that order too, so a CTA only waits on CTAs launched before it.
+// kLocal stays ascending, each key block's place counted from the query block's first key block
+// (Mask::n_block_range's lo): every key block from there to this one visits that query block
+// (a window's visible pairs are contiguous both ways) and launched before this CTA.
 #pragma once
 
 #include <cuda/atomic>
@@ -37,10 +46,91 @@ struct BwdDsShape {
   static constexpr bool kSwizzle = Cfg::kSwizzle;
 };
 
+// P^T and dS^T of the feature kernel (kLocal) from the raw S^T (rS) and dP^T (rP) of one query
+// slice, in place. Element (nt, e) is query q0 + 8 nt + 2 (lane % 4) + (e & 1), key key_r +
+// 8 (e >> 1); its distance to the diagonal i + sk - sq - j is d0 + c, c = 8 nt + (e & 1) -
+// 8 (e >> 1) a compile-time constant. x = S, or t = tanh(S * softcap_scale) under softcap;
+// x += alibi_coef * |d0 + c| (ALiBi, the slope of batch b, query head h); P = exp2(x *
+// scale_log2 - lse_log2), 0 outside the window (-right <= d0 + c <= left, one unsigned compare)
+// and past sk; dS = P (dP - dsum), times 1 - t^2 under softcap (the derivative of softcap *
+// tanh(scale S / softcap) w.r.t. scale S; dK's and dQ's final `* scale` supply the rest). Three
+// in-place passes as sm90's step_scores_local, so no per-element value outlives its pass (the
+// dK / dV accumulators leave few registers).
+// lse / dsum: the stage's rows as float2 pairs, stat0 the slice's first 8-row group.
+template <int kNTq>
+__device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[kNTq][4], const float2* lse,
+                                             const float2* dsum, const Sm80BwdFeatureArgs& p, int b, int h, int q0,
+                                             int key_r, int stat0, int lane, bool need_mask) {
+  const bool softcap = p.softcap_scale > 0.f;
+  // ALiBi: -slope * |i + sk - sq - j| in units of the score exp2 takes (S, or t under softcap),
+  // as the forward adds it. Read per slice (an L1 hit after the first): kept across the block,
+  // it is one more live register where the D=256 kernel has none to spare.
+  float alibi_coef = 0.f;
+  if (p.alibi != nullptr) alibi_coef = -p.alibi[b * p.alibi_bstride + h] * detail::kLog2e / p.scale_log2;
+  const int d0 = q0 + 2 * (lane & 3) + (p.sk - p.sq) - key_r;
+  const float diag0 = static_cast<float>(d0);
+  const int win_base = d0 + p.window_right;
+  const uint32_t win_span = static_cast<uint32_t>(p.window_left + p.window_right);
+  const bool key_a_in = key_r < p.sk, key_b_in = key_r + 8 < p.sk;
+  if (softcap) {
+#pragma unroll
+    for (int nt = 0; nt < kNTq; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) rS[nt][e] = arch::tanh_approx(rS[nt][e] * p.softcap_scale);
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNTq; ++nt) {
+    const float2 ds = dsum[(stat0 + nt) * 4 + (lane & 3)];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float g = softcap ? fmaf(-rS[nt][e], rS[nt][e], 1.f) : 1.f;
+      rP[nt][e] = (rP[nt][e] - ((e & 1) ? ds.y : ds.x)) * g;
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNTq; ++nt) {
+    const float2 l = lse[(stat0 + nt) * 4 + (lane & 3)];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = 8 * nt + (e & 1) - 8 * (e >> 1);
+      const float x = fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[nt][e]);
+      float pv = arch::ex2_approx_ftz(fmaf(x, p.scale_log2, -((e & 1) ? l.y : l.x)));
+      if (need_mask) {
+        const bool key_in = (e & 2) ? key_b_in : key_a_in;
+        if (!key_in || static_cast<uint32_t>(win_base + c) > win_span) pv = 0.f;
+      }
+      rS[nt][e] = pv;
+      rP[nt][e] *= pv;
+    }
+  }
+}
+
+// kLocal: whether some row of query block m0 / kBM misses some key of key block n0 / kBN, i.e.
+// the block lies outside Mask::unmasked_m_block_range (both ends of the window, and a key block
+// past sk). The rows see every key iff the first row sees the last key (d >= -right) and the
+// last row the first key (d <= left), d = i + sk - sq - j; 32-bit arithmetic (|d| <= sq + sk +
+// kBN). Recomputed per query block: keeping the range's two ends live through the loop made the
+// D=256 kernel spill.
+template <int kBM, int kBN>
+__device__ __forceinline__ bool local_needs_mask(const Sm80BwdFeatureArgs& p, int m0, int n0) {
+  const int n_last = n0 + kBN - 1;
+  const int row_last = min(m0 + kBM, p.sq) - 1;
+  return n_last >= p.sk || m0 + (p.sk - p.sq) - n_last < -p.window_right ||
+         row_last + (p.sk - p.sq) - n0 > p.window_left;
+}
+
+// The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
+template <MaskKind Kind>
+__device__ __forceinline__ Mask<Kind> bwd_rule(const Sm80BwdArgsOf<Kind>& p) {
+  if constexpr (Kind == MaskKind::kLocal) return Mask<Kind>{p.sq, p.sk, p.window_left, p.window_right};
+  else return Mask<Kind>{p.sq, p.sk};
+}
+
 template <class Cfg, class Elem, MaskKind Kind>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgs p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kCausal = Kind == MaskKind::kCausal;
+  constexpr bool kLocal = Kind == MaskKind::kLocal;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kD = Cfg::kHeadDim;
   constexpr int kNTq = Cfg::kNTq, kNTc = Cfg::kNTcols, kKStepsM = Cfg::kKStepsM;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -51,9 +141,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
   const bool deterministic = p.dq_turn != nullptr;
   const int n_block = kCausal && deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const Mask<Kind> rule{p.sq, p.sk};
+  const Mask<Kind> rule = bwd_rule<Kind>(p);
   const BlockRange mr = rule.m_block_range(n_block, kBM, kBN);
-  const int first_unmasked = rule.first_unmasked_m_block(n_block, kBM, kBN);
+  // Query blocks from first_unmasked on see every key of the block (kNone / kCausal; kLocal
+  // decides per block, local_needs_mask).
+  int first_unmasked = 0;
+  if constexpr (!kLocal) first_unmasked = rule.first_unmasked_m_block(n_block, kBM, kBN);
   const int n0 = n_block * kBN;
 
   // This warp's 16 keys (rows wkey0.. of the block) and its dK / dV column slice.
@@ -134,7 +227,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
 
       const float2* lse = reinterpret_cast<const float2*>(smem + Cfg::kSmemLse + stage * Cfg::kStatBytes);
       const float2* dsum = reinterpret_cast<const float2*>(smem + Cfg::kSmemDsum + stage * Cfg::kStatBytes);
-      const bool need_mask = m < first_unmasked;
+      bool need_mask;
+      if constexpr (kLocal) need_mask = local_needs_mask<kBM, kBN>(p, m0, n0);
+      else need_mask = m < first_unmasked;
       // The block's queries in kMSlices slices (fewer live S / dP registers per slice).
 #pragma unroll 1
       for (int q_off = 0; q_off < kBM; q_off += Cfg::kSliceM) {
@@ -168,21 +263,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
         // the A fragments of the k16 steps over the slice's queries.
         const int key_r = n0 + wkey0 + (lane >> 2);
         uint32_t aP[kKStepsM][4], aDs[kKStepsM][4];
+        if constexpr (!kLocal) {
 #pragma unroll
-        for (int nt = 0; nt < kNTq; ++nt) {
-          const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
-          const float2 l = lse[i2], ds = dsum[i2];
+          for (int nt = 0; nt < kNTq; ++nt) {
+            const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
+            const float2 l = lse[i2], ds = dsum[i2];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float pv = arch::ex2_approx_ftz(fmaf(rS[nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
-            if (need_mask) {
-              const int key = key_r + 8 * (e >> 1);
-              const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
-              if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
+            for (int e = 0; e < 4; ++e) {
+              float pv = arch::ex2_approx_ftz(fmaf(rS[nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
+              if (need_mask) {
+                const int key = key_r + 8 * (e >> 1);
+                const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
+                if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
+              }
+              rS[nt][e] = pv;
+              rP[nt][e] = pv * (rP[nt][e] - ((e & 1) ? ds.y : ds.x));
             }
-            rS[nt][e] = pv;
-            rP[nt][e] = pv * (rP[nt][e] - ((e & 1) ? ds.y : ds.x));
           }
+        } else {
+          local_scores(rS, rP, lse, dsum, p, b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
         }
 #pragma unroll
         for (int kq = 0; kq < kKStepsM; ++kq) {
@@ -233,6 +332,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
       if (deterministic) {
         if constexpr (kCausal) {
           turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
+        }
+        if constexpr (kLocal) {
+          // n_block_range(m).lo = key_begin(m0) / kBN, in 32-bit arithmetic (|m0 + sk - sq - left|
+          // <= sq + sk, common/mask.h).
+          const int first = m0 + (p.sk - p.sq) - p.window_left;
+          turn = n_block - min(max(first, 0), p.sk) / kBN;
         }
         if (tid == 0) {
           cuda::atomic_ref<int, cuda::thread_scope_device> t(p.dq_turn[chunk]);

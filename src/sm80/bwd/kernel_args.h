@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "common/mask.h"
 #include "common/params.h"
 
 namespace flashattn::sm80 {
@@ -34,6 +36,23 @@ struct Sm80BwdArgs {
   float scale;       // dK = scale * dS^T Q (dQ's scale is the postprocess's)
   float scale_log2;  // P = exp2(S * scale_log2 - lse_log2)
 };
+
+// The feature kernel's arguments (MaskKind::kLocal, issue 17): the plain ones plus the window and
+// the run-time softcap / ALiBi switches. A separate type, so the kNone / kCausal kernels keep
+// their parameter layout (and code).
+struct Sm80BwdFeatureArgs : Sm80BwdArgs {
+  // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
+  // right in [0, sq]; a causal call has right 0.
+  int window_left, window_right;
+  // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
+  // forward's softmax took were t = tanh(S * softcap_scale) in units of softcap.
+  float softcap_scale;
+  const float* alibi;  // slopes, alibi[b * alibi_bstride + query head], or null (off)
+  int64_t alibi_bstride;
+};
+
+template <MaskKind Kind>
+using Sm80BwdArgsOf = std::conditional_t<Kind == MaskKind::kLocal, Sm80BwdFeatureArgs, Sm80BwdArgs>;
 
 // Preprocess: one warp per (b, h, row) of sq_pad rows.
 struct Sm80BwdPreArgs {

@@ -56,7 +56,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   Status s = detail::check_launch("backend sm80 backward: preprocess");
   if (!s.ok()) return s;
 
-  Sm80BwdArgs a{};
+  Sm80BwdArgsOf<Kind> a{};
   a.q = p.q.ptr;
   a.k = p.k.ptr;
   a.v = p.v.ptr;
@@ -83,6 +83,19 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   a.num_m_blocks = num_m;
   a.scale = p.scale;
   a.scale_log2 = p.scale_log2;
+  if constexpr (Kind == MaskKind::kLocal) {
+    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both).
+    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+    a.window_left = w.left;
+    a.window_right = w.right;
+    a.softcap_scale = p.softcap_scale();
+    a.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
+    a.alibi = p.alibi_slopes;
+    a.alibi_bstride = p.alibi_batch_stride;
+  } else {
+    if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+      return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};
+  }
 
   auto* kernel = &sm80_bwd_kernel<Cfg, Elem, Kind>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
@@ -110,5 +123,10 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
 // (bwd/config.h), both mask kinds.
 template <int D, bool Bf16>
 Status run_bwd(const detail::BwdParams& p, cudaStream_t stream);
+// Calls with a sliding window, softcap or ALiBi (bwd/instantiations/bwd_d{64,128,256}_feature.cu):
+// the plain configuration (d256: kSm80BwdD256Feature, bwd/config.h) with the kLocal mask and
+// run-time softcap / ALiBi (a causal call is the window (unbounded, 0)).
+template <int D, bool Bf16>
+Status run_bwd_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80

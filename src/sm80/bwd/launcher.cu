@@ -12,7 +12,18 @@ namespace {
 
 constexpr int kBwdHeadDims[] = {64, 128, 256};
 
-// Shared memory of the configuration serving kernel head dim hd.
+// Whether dispatch hands window / softcap / ALiBi calls to the feature kernels
+// (bwd_d*_feature.cu). They are built, and sm80_backward runs them whenever it is called with
+// such a call (tests/gpu/test_backward_features.cpp calls it directly); until they have passed
+// those tests on a device, sm80_supports keeps refusing the features, so auto dispatch and a
+// forced sm80 leave them to the naive reference. Turning this on also makes
+// tests/cpu/test_dispatch.cpp's feature block expect Ok for dense calls.
+constexpr bool kServeFeatures = false;
+
+// Shared memory of the configuration serving kernel head dim hd (the feature kernels' too).
+static_assert(sm80::Sm80BwdConfig<sm80::kSm80BwdD256Feature>::kSmemBytes ==
+                  sm80::Sm80BwdConfig<sm80::kSm80BwdD256>::kSmemBytes,
+              "the d256 feature configuration differs from the plain one in slices only");
 constexpr int bwd_smem_bytes(int hd) {
   return hd == 64    ? sm80::Sm80BwdConfig<sm80::kSm80BwdD64>::kSmemBytes
          : hd == 128 ? sm80::Sm80BwdConfig<sm80::kSm80BwdD128>::kSmemBytes
@@ -22,12 +33,16 @@ constexpr int bwd_smem_bytes(int hd) {
 }  // namespace
 
 // Every d, d_v up to 256 runs on the smallest of the 64/128/256 kernels covering both, with
-// zero-filled columns (as the forward). Window, softcap and ALiBi are the naive reference's.
+// zero-filled columns (as the forward). Window, softcap and ALiBi (dense calls) run on the
+// feature kernels once kServeFeatures is on; with varlen they are the naive reference's.
 Status sm80_supports(const BwdParams& p) {
   if (p.varlen()) return {StatusCode::kNotSupported, "backend sm80: no backward for varlen (packed) batches"};
-  if (p.has_window()) return {StatusCode::kNotSupported, "backend sm80: no backward for window_size (sliding window)"};
-  if (p.softcap > 0.f) return {StatusCode::kNotSupported, "backend sm80: no backward for softcap"};
-  if (p.alibi_slopes != nullptr) return {StatusCode::kNotSupported, "backend sm80: no backward for ALiBi"};
+  if (!kServeFeatures) {
+    if (p.has_window())
+      return {StatusCode::kNotSupported, "backend sm80: backward for window_size (sliding window) not enabled yet"};
+    if (p.softcap > 0.f) return {StatusCode::kNotSupported, "backend sm80: backward for softcap not enabled yet"};
+    if (p.alibi_slopes != nullptr) return {StatusCode::kNotSupported, "backend sm80: backward for ALiBi not enabled yet"};
+  }
   if (covering_head_dim(kBwdHeadDims, p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm80: no backward kernel for head dims " + std::to_string(p.d) + "/" +
                                            std::to_string(p.d_v) + " (up to 256)"};
@@ -38,7 +53,9 @@ Status sm80_supports(const BwdParams& p) {
   return Status::Ok();
 }
 
-// Precondition: choose_backend picked sm80 for p (device >= 8.0, sm80_supports ok).
+// Precondition: choose_backend picked sm80 for p (device >= 8.0, sm80_supports ok), or p is a
+// dense call refused only for its window / softcap / ALiBi while kServeFeatures is off (the
+// feature tests run the kernels that way before dispatch serves them).
 Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
   const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   DeviceInfo dev;  // cached since dispatch's lookup: no device query here
@@ -48,6 +65,13 @@ Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
   // call to the naive reference, so it is still answered correctly.
   if (bwd_smem_bytes(hd) > dev.smem_optin) return reference_backward(p, stream);
   const bool bf16 = p.dtype == ElemType::kBFloat16;
+  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+    switch (hd) {
+      case 64: return bf16 ? sm80::run_bwd_feature<64, true>(p, stream) : sm80::run_bwd_feature<64, false>(p, stream);
+      case 128: return bf16 ? sm80::run_bwd_feature<128, true>(p, stream) : sm80::run_bwd_feature<128, false>(p, stream);
+      default: return bf16 ? sm80::run_bwd_feature<256, true>(p, stream) : sm80::run_bwd_feature<256, false>(p, stream);
+    }
+  }
   switch (hd) {
     case 64: return bf16 ? sm80::run_bwd<64, true>(p, stream) : sm80::run_bwd<64, false>(p, stream);
     case 128: return bf16 ? sm80::run_bwd<128, true>(p, stream) : sm80::run_bwd<128, false>(p, stream);
