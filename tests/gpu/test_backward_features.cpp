@@ -5,7 +5,10 @@
 // term: max|ours - ref| <= 2 max|lowp - ref| + atol per gradient, atol as bwd_check.cpp sets it.
 // Gradients are poisoned before every call, rows that see no key must get dq exactly 0, and
 // deterministic mode must repeat bitwise. On Hopper, kAuto must pick the sm90 backward for these
-// calls (the feature kernels), and kSm90 forced must be served.
+// calls (the feature kernels), and kSm90 forced must be served. The same cases with kSm80 run the
+// sm80 feature kernels on any device of capability 8.0 or newer: through the public API where
+// sm80 dispatch serves the features, else (src/sm80/bwd/launcher.cu kServeFeatures off) through
+// detail::sm80_backward directly, so the kernels are checked before dispatch hands them calls.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -52,7 +55,7 @@ std::vector<BwdFeatureCase> grid() {
   const std::pair<int, int> lens[] = {{700, 700}, {300, 900}, {900, 300}, {1000, 1000}};
   const std::pair<int, int> heads[] = {{8, 8}, {8, 2}, {4, 1}};  // MHA, GQA 4, MQA
   int i = 0;
-  for (Backend be : {Backend::kSm90, Backend::kAuto}) {
+  for (Backend be : {Backend::kSm90, Backend::kAuto, Backend::kSm80}) {
     for (int d : {64, 128, 256}) {
       for (auto [l, r] : windows) {
         const auto [sq, sk] = lens[i % 4];
@@ -75,8 +78,10 @@ std::vector<BwdFeatureCase> grid() {
     }
   }
   // Head dims between the instantiated ones run on the covering kernel with zero-filled columns.
-  cs.push_back({1, 517, 700, 4, 2, 96, false, 64, 64, 30.f, 1, DType::kBFloat16, Backend::kSm90});
-  cs.push_back({1, 700, 517, 4, 4, 40, true, 200, 0, 0.f, 2, DType::kFloat16, Backend::kSm90});
+  for (Backend be : {Backend::kSm90, Backend::kSm80}) {
+    cs.push_back({1, 517, 700, 4, 2, 96, false, 64, 64, 30.f, 1, DType::kBFloat16, be});
+    cs.push_back({1, 700, 517, 4, 4, 40, true, 200, 0, 0.f, 2, DType::kFloat16, be});
+  }
   return cs;
 }
 
@@ -85,7 +90,7 @@ std::vector<BwdFeatureCase> grid() {
 // orders, softcap and ALiBi, every kernel head dim.
 std::vector<BwdFeatureCase> deterministic_cases() {
   std::vector<BwdFeatureCase> cs;
-  for (Backend be : {Backend::kSm90, Backend::kAuto}) {
+  for (Backend be : {Backend::kSm90, Backend::kAuto, Backend::kSm80}) {
     for (int d : {64, 128, 256}) {
       cs.push_back({2, 1000, 1000, 8, 2, d, false, 256, 256, 0.f, 0, DType::kBFloat16, be, true});
       cs.push_back({1, 900, 300, 4, 1, d, true, 127, 0, 30.f, 0, DType::kFloat16, be, true});
@@ -104,6 +109,14 @@ bool device_is_sm90() {
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   cudaGetLastError();
   return major == 9 && minor == 0;
+}
+
+bool device_is_sm80_or_newer() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaGetLastError();
+  return major >= 8;
 }
 
 // Whether query row i sees any key under the case's window and causal flag (bottom-right).
@@ -266,6 +279,38 @@ uint64_t seed_of(const BwdFeatureCase& c) {
     }                                                                                               \
   } while (0)
 
+// The kSm80 cases: skip where the family is not built or the device predates sm80; else the
+// public API serves them if sm80 dispatch takes the features (and must pick sm80), and the
+// family entry runs them directly while it does not (a dense call refused only for its
+// features: sm80_backward's documented precondition).
+#define REQUIRE_SM80_FEATURE_BACKEND(args)                                                     \
+  do {                                                                                         \
+    if (!detail::sm80_built()) GTEST_SKIP() << "the sm80 family is not built";                 \
+    if (!device_is_sm80_or_newer()) GTEST_SKIP() << "the device predates sm80";                \
+    detail::BwdParams p_;                                                                      \
+    bool empty_ = false;                                                                       \
+    ASSERT_TRUE(detail::validate_and_convert(args, &p_, &empty_).ok());                        \
+    if (detail::sm80_supports(p_).ok()) {                                                      \
+      Backend chosen_ = Backend::kAuto;                                                        \
+      const Status rs_ = resolve_backend(args, &chosen_);                                      \
+      ASSERT_TRUE(rs_.ok()) << rs_.message();                                                  \
+      ASSERT_EQ(chosen_, Backend::kSm80) << "a forced sm80 must serve window/softcap/ALiBi calls"; \
+    }                                                                                          \
+  } while (0)
+
+// One backward call of the case: the public API, or for kSm80 while sm80 dispatch does not take
+// the features, detail::sm80_backward on the validated params.
+Status run_backward(const BackwardArgs& a) {
+  if (a.backend == Backend::kSm80) {
+    detail::BwdParams p;
+    bool empty = false;
+    Status s = detail::validate_and_convert(a, &p, &empty);
+    if (!s.ok()) return s;
+    if (!empty && !detail::sm80_supports(p).ok()) return detail::sm80_backward(p, nullptr);
+  }
+  return backward(a);
+}
+
 class BackwardFeatures : public ::testing::TestWithParam<BwdFeatureCase> {};
 class BackwardFeaturesDeterministic : public ::testing::TestWithParam<BwdFeatureCase> {};
 
@@ -274,13 +319,17 @@ TEST_P(BackwardFeatures, MatchesGpuReference) {
   const BwdFeatureCase c = GetParam();
   Buffers buf(c);
   const BackwardArgs a = buf.args(buf.dq.ptr, buf.dk.ptr, buf.dv.ptr, c.backend, c.deterministic);
-  Backend chosen = Backend::kAuto;
-  RESOLVE_FEATURE_BACKEND(a, chosen);
+  Backend chosen = c.backend;
+  if (c.backend == Backend::kSm80) {
+    REQUIRE_SM80_FEATURE_BACKEND(a);
+  } else {
+    RESOLVE_FEATURE_BACKEND(a, chosen);
+  }
   buf.fill(seed_of(c));
   ASSERT_TRUE(buf.forward().ok());
   ASSERT_TRUE(buf.references().ok());
   buf.poison_grads();
-  const Status s = backward(a);
+  const Status s = run_backward(a);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::string msg = buf.check();
@@ -292,15 +341,19 @@ TEST_P(BackwardFeaturesDeterministic, BitwiseAcrossRuns) {
   const BwdFeatureCase c = GetParam();
   Buffers buf(c);
   const BackwardArgs a = buf.args(buf.dq.ptr, buf.dk.ptr, buf.dv.ptr, c.backend, true);
-  Backend chosen = Backend::kAuto;
-  RESOLVE_FEATURE_BACKEND(a, chosen);
+  Backend chosen = c.backend;
+  if (c.backend == Backend::kSm80) {
+    REQUIRE_SM80_FEATURE_BACKEND(a);
+  } else {
+    RESOLVE_FEATURE_BACKEND(a, chosen);
+  }
   buf.fill(seed_of(c) + 5);
   ASSERT_TRUE(buf.forward().ok());
   ASSERT_TRUE(buf.references().ok());
   std::vector<uint8_t> first;
   for (int run = 0; run < 5; ++run) {
     buf.poison_grads();  // a run that skipped an element would keep a NaN there
-    const Status s = backward(a);
+    const Status s = run_backward(a);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     if (run == 0) {
