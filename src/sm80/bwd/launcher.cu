@@ -13,12 +13,11 @@ namespace {
 constexpr int kBwdHeadDims[] = {64, 128, 256};
 
 // Whether dispatch hands window / softcap / ALiBi calls to the feature kernels
-// (bwd_d*_feature.cu). They are built, and sm80_backward runs them whenever it is called with
-// such a call (tests/gpu/test_backward_features.cpp calls it directly); until they have passed
-// those tests on a device, sm80_supports keeps refusing the features, so auto dispatch and a
-// forced sm80 leave them to the naive reference. Turning this on also makes
-// tests/cpu/test_dispatch.cpp's feature block expect Ok for dense calls.
-constexpr bool kServeFeatures = false;
+// (bwd_d*_feature.cu). A bring-up switch: off, sm80_supports refuses the features (auto dispatch
+// and a forced sm80 leave them to the naive reference) while sm80_backward still runs the
+// kernels when called directly, as tests/gpu/test_backward_features.cpp then does; on once
+// those tests passed on a device (tests/cpu/test_dispatch.cpp's feature block follows it).
+constexpr bool kServeFeatures = true;
 
 // Shared memory of the configuration serving kernel head dim hd (the feature kernels' too).
 static_assert(sm80::Sm80BwdConfig<sm80::kSm80BwdD256Feature>::kSmemBytes ==
