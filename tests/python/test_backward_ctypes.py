@@ -44,9 +44,13 @@ def test_backward_params_layout_follows_the_header():
     assert [P.softmax_scale.offset, P.causal.offset, P.deterministic.offset,
             P.backend.offset] == [16 + 8 * t + 4 * i for i in range(4)]
     # Version 1 ends on an 8-byte boundary at its last field (flashattn_c.h's rule 3); version 2
-    # (window, softcap, ALiBi) appends 32 bytes and ends on one too.
+    # (window, softcap, ALiBi) appends 32 bytes and ends on one too, and so does version 3
+    # (varlen offsets and lengths).
     assert P.backend.offset + 4 == 672
-    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == 704
+    assert P.alibi_batch_stride.offset + 8 == 704
+    assert [P.cu_seqlens_q.offset, P.cu_seqlens_k.offset, P.num_seqs.offset, P.max_seqlen_q.offset,
+            P.max_seqlen_k.offset, P.reserved1.offset] == [704, 712, 720, 724, 728, 732]
+    assert P.reserved1.offset + 4 == ctypes.sizeof(P) == 736
 
 
 @needs_bwd_symbol

@@ -151,15 +151,18 @@ def test_forward_params_mirror_matches_library():
 
 
 def test_backward_params_mirror_ends_at_its_last_field():
-    # Version 2 (window, softcap, ALiBi) follows version 1's last field (backend) with no gap
-    # and ends the struct (flashattn_c.h's rule 3).
+    # Version 2 (window, softcap, ALiBi) follows version 1's last field (backend) with no gap,
+    # version 3 (varlen) follows version 2's, and it ends the struct (flashattn_c.h's rule 3).
     P = c_api.BackwardParams
     assert P.window_left_plus1.offset == P.backend.offset + 4
     assert (P.window_left_plus1.offset % 8) == 0
     assert [P.window_right_plus1.offset, P.softcap.offset, P.reserved0.offset,
             P.alibi_slopes.offset, P.alibi_batch_stride.offset] == [
         P.window_left_plus1.offset + d for d in (4, 8, 12, 16, 24)]
-    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P)
+    assert P.cu_seqlens_q.offset == P.alibi_batch_stride.offset + 8
+    assert [P.cu_seqlens_k.offset, P.num_seqs.offset, P.max_seqlen_q.offset, P.max_seqlen_k.offset,
+            P.reserved1.offset] == [P.cu_seqlens_q.offset + d for d in (8, 16, 20, 24, 28)]
+    assert P.reserved1.offset + 4 == ctypes.sizeof(P)
 
 
 @needs_lib
@@ -167,7 +170,7 @@ def test_backward_params_mirror_matches_library():
     if not c_api.has_backward():
         pytest.skip(f"no usable backward pass: {c_api.backward_unavailable()}")
     P = c_api.BackwardParams
-    assert P.alibi_batch_stride.offset + 8 == ctypes.sizeof(P) == c_api.backward_params_size()
+    assert P.reserved1.offset + 4 == ctypes.sizeof(P) == c_api.backward_params_size()
 
 
 def test_make_params_write_features():
