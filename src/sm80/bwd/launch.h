@@ -17,36 +17,27 @@
 
 namespace flashattn::sm80 {
 
-inline size_t bwd_align256(size_t x) { return (x + 255) & ~size_t{255}; }
-
 template <class Cfg, class Elem, MaskKind Kind>
 Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const int num_m = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int sq_pad = num_m * Cfg::kBlockM;
   const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
-  const size_t stat_bytes = bwd_align256(rows * 4);
-  const size_t dq_bytes = bwd_align256(rows * Cfg::kHeadDim * 4);
-  const size_t turn_bytes = p.deterministic ? bwd_align256(static_cast<size_t>(p.b) * p.hq * num_m * 4) : 0;
+  detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * num_m : 0);
   detail::StreamScratch scratch;
-  const size_t total = 2 * stat_bytes + dq_bytes + turn_bytes;
-  if (!scratch.allocate(total, stream))
-    return {StatusCode::kCudaError, "backend sm80 backward: cannot allocate " + std::to_string(total) + " bytes of scratch"};
-  char* ws = static_cast<char*>(scratch.get());
-  float* lse_log2 = reinterpret_cast<float*>(ws);
-  float* dsum = reinterpret_cast<float*>(ws + stat_bytes);
-  float* dq_accum = reinterpret_cast<float*>(ws + 2 * stat_bytes);
-  int* turns = p.deterministic ? reinterpret_cast<int*>(ws + 2 * stat_bytes + dq_bytes) : nullptr;
-  // The accumulator and the turn counters are contiguous: one memset clears both.
-  if (cudaMemsetAsync(dq_accum, 0, dq_bytes + turn_bytes, stream) != cudaSuccess)
+  if (!scratch.allocate(ws.bytes(), stream))
+    return {StatusCode::kCudaError,
+            "backend sm80 backward: cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
+  ws.carve(scratch.get());
+  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
     return detail::check_launch("backend sm80 backward: memset");
 
   Sm80BwdPreArgs pre;
   pre.dout = p.dout;
   pre.o = p.o;
   pre.lse = p.lse;
-  pre.lse_log2 = lse_log2;
-  pre.dsum = dsum;
+  pre.lse_log2 = ws.lse_log2;
+  pre.dsum = ws.dsum;
   pre.b = p.b;
   pre.hq = p.hq;
   pre.sq = p.sq;
@@ -63,10 +54,10 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   a.dout = p.dout.ptr;
   a.dk = p.dk.ptr;
   a.dv = p.dv.ptr;
-  a.lse_log2 = lse_log2;
-  a.dsum = dsum;
-  a.dq_accum = dq_accum;
-  a.dq_turn = turns;
+  a.lse_log2 = ws.lse_log2;
+  a.dsum = ws.dsum;
+  a.dq_accum = ws.dq_accum;
+  a.dq_turn = ws.turns;
   a.q_sb = p.q.sb, a.q_ss = p.q.ss, a.q_sh = p.q.sh;
   a.k_sb = p.k.sb, a.k_ss = p.k.ss, a.k_sh = p.k.sh;
   a.v_sb = p.v.sb, a.v_ss = p.v.ss, a.v_sh = p.v.sh;
@@ -105,7 +96,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   if (!s.ok()) return s;
 
   Sm80BwdPostArgs post;
-  post.dq_accum = dq_accum;
+  post.dq_accum = ws.dq_accum;
   post.dq = p.dq;
   post.b = p.b;
   post.hq = p.hq;

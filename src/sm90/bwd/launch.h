@@ -18,7 +18,35 @@
 
 namespace flashattn::sm90 {
 
-inline size_t bwd_align256(size_t x) { return (x + 255) & ~size_t{255}; }
+// The arguments every sm90 backward kernel (dense and varlen) takes from the call and the
+// scratch; sq_pad / num_m: the row statistics' padded rows and the accumulator's query blocks
+// per (batch, head) (dense) or per head (varlen's packed layout).
+inline void set_bwd_args(Sm90BwdArgs& args, const detail::BwdParams& p, const detail::BwdScratch& ws, int sq_pad,
+                         int num_m) {
+  args.lse_log2 = ws.lse_log2;
+  args.dsum = ws.dsum;
+  args.dq_accum = ws.dq_accum;
+  args.dq_turn = ws.turns;
+  args.dk = p.dk.ptr;
+  args.dv = p.dv.ptr;
+  args.dk_sb = p.dk.sb;
+  args.dk_ss = p.dk.ss;
+  args.dk_sh = p.dk.sh;
+  args.dv_sb = p.dv.sb;
+  args.dv_ss = p.dv.ss;
+  args.dv_sh = p.dv.sh;
+  args.sq = p.sq;
+  args.sk = p.sk;
+  args.hq = p.hq;
+  args.hkv = p.hkv;
+  args.h_ratio = p.h_ratio;
+  args.d = p.d;
+  args.d_v = p.d_v;
+  args.sq_pad = sq_pad;
+  args.num_m_blocks = num_m;
+  args.scale = p.scale;
+  args.scale_log2 = p.scale_log2;
+}
 
 // Every (b, s, h) row of a 16-bit tensor view starts 16-byte aligned (base and strides).
 template <class View>
@@ -34,28 +62,21 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const int sq_pad = num_m * Cfg::kBlockM;
   const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
   const size_t chunks = static_cast<size_t>(p.b) * p.hq * num_m;
-  const size_t stat_bytes = bwd_align256(rows * 4);
-  const size_t dq_bytes = bwd_align256(chunks * Cfg::kBlockM * Cfg::kHeadDim * 4);
-  const size_t turn_bytes = p.deterministic ? bwd_align256(chunks * 4) : 0;
+  detail::BwdScratch ws(rows, chunks * Cfg::kBlockM * Cfg::kHeadDim, p.deterministic ? chunks : 0);
   detail::StreamScratch scratch;
-  if (!scratch.allocate(2 * stat_bytes + dq_bytes + turn_bytes, stream))
-    return {StatusCode::kCudaError, "backend sm90 backward: cannot allocate " +
-                                        std::to_string(2 * stat_bytes + dq_bytes + turn_bytes) + " bytes of scratch"};
-  char* ws = static_cast<char*>(scratch.get());
-  float* lse_log2 = reinterpret_cast<float*>(ws);
-  float* dsum = reinterpret_cast<float*>(ws + stat_bytes);
-  float* dq_accum = reinterpret_cast<float*>(ws + 2 * stat_bytes);
-  int* turns = p.deterministic ? reinterpret_cast<int*>(ws + 2 * stat_bytes + dq_bytes) : nullptr;
-  // The accumulator and the turn counters are contiguous: one memset clears both.
-  if (cudaMemsetAsync(dq_accum, 0, dq_bytes + turn_bytes, stream) != cudaSuccess)
+  if (!scratch.allocate(ws.bytes(), stream))
+    return {StatusCode::kCudaError,
+            "backend sm90 backward: cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
+  ws.carve(scratch.get());
+  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
     return detail::check_launch("backend sm90 backward: memset");
 
   BwdPreArgs pre;
   pre.dout = p.dout;
   pre.o = p.o;
   pre.lse = p.lse;
-  pre.lse_log2 = lse_log2;
-  pre.dsum = dsum;
+  pre.lse_log2 = ws.lse_log2;
+  pre.dsum = ws.dsum;
   pre.b = p.b;
   pre.hq = p.hq;
   pre.sq = p.sq;
@@ -76,29 +97,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
     return {StatusCode::kInternal, "backend sm90 backward: cuTensorMapEncodeTiled failed"};
 
   BwdArgsOf<Cfg> args;
-  args.lse_log2 = lse_log2;
-  args.dsum = dsum;
-  args.dq_accum = dq_accum;
-  args.dq_turn = turns;
-  args.dk = p.dk.ptr;
-  args.dv = p.dv.ptr;
-  args.dk_sb = p.dk.sb;
-  args.dk_ss = p.dk.ss;
-  args.dk_sh = p.dk.sh;
-  args.dv_sb = p.dv.sb;
-  args.dv_ss = p.dv.ss;
-  args.dv_sh = p.dv.sh;
-  args.sq = p.sq;
-  args.sk = p.sk;
-  args.hq = p.hq;
-  args.hkv = p.hkv;
-  args.h_ratio = p.h_ratio;
-  args.d = p.d;
-  args.d_v = p.d_v;
-  args.sq_pad = sq_pad;
-  args.num_m_blocks = num_m;
-  args.scale = p.scale;
-  args.scale_log2 = p.scale_log2;
+  set_bwd_args(args, p, ws, sq_pad, num_m);
   if constexpr (Cfg::kLocal) {
     // A causal call without a window is the window (unbounded, 0) (make_local_mask does both).
     const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
@@ -131,7 +130,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   if (!s.ok()) return s;
 
   BwdPostArgs post;
-  post.dq_accum = dq_accum;
+  post.dq_accum = ws.dq_accum;
   post.dq = p.dq;
   post.b = p.b;
   post.hq = p.hq;

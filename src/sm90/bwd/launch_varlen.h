@@ -32,28 +32,23 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const size_t rows = static_cast<size_t>(p.hq) * num_blocks * Cfg::kBlockM;
   const size_t chunks = static_cast<size_t>(p.hq) * num_blocks;
-  const size_t stat_bytes = bwd_align256(rows * 4);
-  const size_t dq_bytes = bwd_align256(chunks * Cfg::kBlockM * Cfg::kHeadDim * 4);
-  const size_t turn_bytes = p.deterministic ? bwd_align256(static_cast<size_t>(p.b) * p.hq * turn_m * 4) : 0;
+  detail::BwdScratch ws(rows, chunks * Cfg::kBlockM * Cfg::kHeadDim,
+                        p.deterministic ? static_cast<size_t>(p.b) * p.hq * turn_m : 0);
   detail::StreamScratch scratch;
-  if (!scratch.allocate(2 * stat_bytes + dq_bytes + turn_bytes, stream))
-    return {StatusCode::kCudaError, "backend sm90 backward (varlen): cannot allocate " +
-                                        std::to_string(2 * stat_bytes + dq_bytes + turn_bytes) + " bytes of scratch"};
-  char* ws = static_cast<char*>(scratch.get());
-  float* lse_log2 = reinterpret_cast<float*>(ws);
-  float* dsum = reinterpret_cast<float*>(ws + stat_bytes);
-  float* dq_accum = reinterpret_cast<float*>(ws + 2 * stat_bytes);
-  int* turns = p.deterministic ? reinterpret_cast<int*>(ws + 2 * stat_bytes + dq_bytes) : nullptr;
-  if (cudaMemsetAsync(dq_accum, 0, dq_bytes + turn_bytes, stream) != cudaSuccess)
+  if (!scratch.allocate(ws.bytes(), stream))
+    return {StatusCode::kCudaError,
+            "backend sm90 backward (varlen): cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
+  ws.carve(scratch.get());
+  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
     return detail::check_launch("backend sm90 backward (varlen): memset");
 
   BwdVarlenPrepostArgs pp;
   pp.dout = p.dout;
   pp.o = p.o;
   pp.lse = p.lse;
-  pp.lse_log2 = lse_log2;
-  pp.dsum = dsum;
-  pp.dq_accum = dq_accum;
+  pp.lse_log2 = ws.lse_log2;
+  pp.dsum = ws.dsum;
+  pp.dq_accum = ws.dq_accum;
   pp.dq = p.dq;
   pp.cu_q = p.cu_q;
   pp.num_seqs = p.b;
@@ -83,29 +78,8 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
     return {StatusCode::kInternal, "backend sm90 backward (varlen): cuTensorMapEncodeTiled failed"};
 
   Sm90BwdVarlenArgs args;
-  args.lse_log2 = lse_log2;
-  args.dsum = dsum;
-  args.dq_accum = dq_accum;
-  args.dq_turn = turns;
-  args.dk = p.dk.ptr;
-  args.dv = p.dv.ptr;
-  args.dk_sb = p.dk.sb;
-  args.dk_ss = p.dk.ss;
-  args.dk_sh = p.dk.sh;
-  args.dv_sb = p.dv.sb;
-  args.dv_ss = p.dv.ss;
-  args.dv_sh = p.dv.sh;
-  args.sq = p.sq;
-  args.sk = p.sk;
-  args.hq = p.hq;
-  args.hkv = p.hkv;
-  args.h_ratio = p.h_ratio;
-  args.d = p.d;
-  args.d_v = p.d_v;
-  args.sq_pad = static_cast<int>(num_blocks * Cfg::kBlockM);  // sm90_supports bounds it
-  args.num_m_blocks = static_cast<int>(num_blocks);
-  args.scale = p.scale;
-  args.scale_log2 = p.scale_log2;
+  // sm90_supports bounds num_blocks * kBlockM to int.
+  set_bwd_args(args, p, ws, static_cast<int>(num_blocks * Cfg::kBlockM), static_cast<int>(num_blocks));
   args.cu_q = p.cu_q;
   args.cu_k = p.cu_k;
   args.total_q = p.total_q;
