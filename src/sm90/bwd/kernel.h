@@ -35,6 +35,36 @@ struct BwdBarriers {
   uint64_t kv_full;             // K and V of the CTA's key block landed
 };
 
+// Both backward kernels' (dense, varlen) start: thread 0 initialises the barriers, thread 32
+// prefetches the tensor maps, then the CTA syncs.
+template <class Cfg>
+__device__ __forceinline__ void bwd_kernel_setup(BwdBarriers<Cfg>& bars, const CUtensorMap* tmQ, const CUtensorMap* tmK,
+                                                 const CUtensorMap* tmV, const CUtensorMap* tmDo) {
+  using namespace arch;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(bars.ring.full_bar(s), 1);
+      // kDqInStage: the dQ writer releases a stage once it has read the dQ staged over it.
+      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
+    }
+#pragma unroll
+    for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {
+      mbarrier_init(bars.dq.full_bar(s), 4 * Cfg::kNumMmaWarpgroups);
+      mbarrier_init(bars.dq.empty_bar(s), 1);
+    }
+    mbarrier_init(smem_u32(&bars.kv_full), 1);
+    fence_mbarrier_init();
+  }
+  if (threadIdx.x == 32) {
+    prefetch_tensormap(tmQ);
+    prefetch_tensormap(tmK);
+    prefetch_tensormap(tmV);
+    prefetch_tensormap(tmDo);
+  }
+  __syncthreads();
+}
+
 // The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
 template <class Cfg, class Args>
 __device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
@@ -88,28 +118,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       m_first = mr.lo + static_cast<int>(static_cast<long long>(n_block) * (mr.hi - mr.lo) / gridDim.x);
   }
 
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(bars.ring.full_bar(s), 1);
-      // kDqInStage: the dQ writer releases a stage once it has read the dQ staged over it.
-      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
-    }
-#pragma unroll
-    for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {
-      mbarrier_init(bars.dq.full_bar(s), 4 * Cfg::kNumMmaWarpgroups);
-      mbarrier_init(bars.dq.empty_bar(s), 1);
-    }
-    mbarrier_init(smem_u32(&bars.kv_full), 1);
-    fence_mbarrier_init();
-  }
-  if (threadIdx.x == 32) {
-    prefetch_tensormap(&tmQ);
-    prefetch_tensormap(&tmK);
-    prefetch_tensormap(&tmV);
-    prefetch_tensormap(&tmDo);
-  }
-  __syncthreads();
+  bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
 
   if (warpgroup == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();

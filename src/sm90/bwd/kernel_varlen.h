@@ -74,27 +74,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const int first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(bars.ring.full_bar(s), 1);
-      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
-    }
-#pragma unroll
-    for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {
-      mbarrier_init(bars.dq.full_bar(s), 4 * Cfg::kNumMmaWarpgroups);
-      mbarrier_init(bars.dq.empty_bar(s), 1);
-    }
-    mbarrier_init(smem_u32(&bars.kv_full), 1);
-    fence_mbarrier_init();
-  }
-  if (threadIdx.x == 32) {
-    prefetch_tensormap(&tmQ);
-    prefetch_tensormap(&tmK);
-    prefetch_tensormap(&tmV);
-    prefetch_tensormap(&tmDo);
-  }
-  __syncthreads();
+  bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
 
   if (warpgroup == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();
