@@ -78,6 +78,22 @@ class FlashattnTensor(ctypes.Structure):
 _I64x4 = ctypes.c_int64 * 4
 
 
+def _varlen_fields(reserved: str):
+    """The varlen block of the params structs (the same six fields in each; its padding word's
+    name follows the struct's count of reserved words)."""
+    return [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+            ("num_seqs", ctypes.c_int32), ("max_seqlen_q", ctypes.c_int32),
+            ("max_seqlen_k", ctypes.c_int32), (reserved, ctypes.c_uint32)]
+
+
+def _feature_fields(reserved: str):
+    """The window / softcap / ALiBi block of the params structs (zero = off; window sides stored
+    plus one)."""
+    return [("window_left_plus1", ctypes.c_int32), ("window_right_plus1", ctypes.c_int32),
+            ("softcap", ctypes.c_float), (reserved, ctypes.c_uint32),
+            ("alibi_slopes", ctypes.c_void_p), ("alibi_batch_stride", ctypes.c_int64)]
+
+
 class ForwardParams(ctypes.Structure):
     """flashattn_forward_params_t, field for field (flashattn_c.h). Append only, as the header does.
 
@@ -98,19 +114,9 @@ class ForwardParams(ctypes.Structure):
         ("backend", ctypes.c_int32),
         ("reserved0", ctypes.c_uint32),
         # version 2: packed variable-length batches
-        ("cu_seqlens_q", ctypes.c_void_p),
-        ("cu_seqlens_k", ctypes.c_void_p),
-        ("num_seqs", ctypes.c_int32),
-        ("max_seqlen_q", ctypes.c_int32),
-        ("max_seqlen_k", ctypes.c_int32),
-        ("reserved1", ctypes.c_uint32),
+        *_varlen_fields("reserved1"),
         # version 3: sliding window, softcap, ALiBi (zero = off; window sides stored plus one)
-        ("window_left_plus1", ctypes.c_int32),
-        ("window_right_plus1", ctypes.c_int32),
-        ("softcap", ctypes.c_float),
-        ("reserved2", ctypes.c_uint32),
-        ("alibi_slopes", ctypes.c_void_p),
-        ("alibi_batch_stride", ctypes.c_int64),
+        *_feature_fields("reserved2"),
     ]
 
 
@@ -134,19 +140,9 @@ class BackwardParams(ctypes.Structure):
         ("deterministic", ctypes.c_int32),
         ("backend", ctypes.c_int32),
         # version 2: the forward's window, softcap and ALiBi (as ForwardParams version 3)
-        ("window_left_plus1", ctypes.c_int32),
-        ("window_right_plus1", ctypes.c_int32),
-        ("softcap", ctypes.c_float),
-        ("reserved0", ctypes.c_uint32),
-        ("alibi_slopes", ctypes.c_void_p),
-        ("alibi_batch_stride", ctypes.c_int64),
+        *_feature_fields("reserved0"),
         # version 3: packed variable-length batches (as ForwardParams version 2)
-        ("cu_seqlens_q", ctypes.c_void_p),
-        ("cu_seqlens_k", ctypes.c_void_p),
-        ("num_seqs", ctypes.c_int32),
-        ("max_seqlen_q", ctypes.c_int32),
-        ("max_seqlen_k", ctypes.c_int32),
-        ("reserved1", ctypes.c_uint32),
+        *_varlen_fields("reserved1"),
     ]
 
 
@@ -173,12 +169,7 @@ class KvCacheParams(ctypes.Structure):
         ("num_splits", ctypes.c_int32),
         ("backend", ctypes.c_int32),
         # version 2: window, softcap, ALiBi (as ForwardParams' version 3)
-        ("window_left_plus1", ctypes.c_int32),
-        ("window_right_plus1", ctypes.c_int32),
-        ("softcap", ctypes.c_float),
-        ("reserved0", ctypes.c_uint32),
-        ("alibi_slopes", ctypes.c_void_p),
-        ("alibi_batch_stride", ctypes.c_int64),
+        *_feature_fields("reserved0"),
     ]
 
 
@@ -217,6 +208,15 @@ def _set_features(p, features) -> None:
     p.alibi_batch_stride = int(alibi_stride)
 
 
+def _set_varlen(p, varlen) -> None:
+    """Write varlen = (cu_seqlens_q_ptr, cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k)
+    into the varlen fields of a ForwardParams (v2) or BackwardParams (v3)."""
+    cu_q, cu_k, n, max_q, max_k = varlen
+    p.cu_seqlens_q = int(cu_q) or None
+    p.cu_seqlens_k = int(cu_k) or None
+    p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
+
+
 def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTensor,
                         out: FlashattnTensor, lse_ptr: int = 0, softmax_scale: float = 0.0,
                         causal: bool = False, backend="auto", varlen=None,
@@ -228,10 +228,7 @@ def make_forward_params(q: FlashattnTensor, k: FlashattnTensor, v: FlashattnTens
     p = ForwardParams(ctypes.sizeof(ForwardParams), q, k, v, out, int(lse_ptr) or None,
                       float(softmax_scale), 1 if causal else 0, _backend_id(backend), 0)
     if varlen is not None:
-        cu_q, cu_k, n, max_q, max_k = varlen
-        p.cu_seqlens_q = int(cu_q) or None
-        p.cu_seqlens_k = int(cu_k) or None
-        p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
+        _set_varlen(p, varlen)
     if features is not None:
         _set_features(p, features)
     return p
@@ -253,10 +250,7 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
     if features is not None:
         _set_features(p, features)
     if varlen is not None:
-        cu_q, cu_k, n, max_q, max_k = varlen
-        p.cu_seqlens_q = int(cu_q) or None
-        p.cu_seqlens_k = int(cu_k) or None
-        p.num_seqs, p.max_seqlen_q, p.max_seqlen_k = int(n), int(max_q), int(max_k)
+        _set_varlen(p, varlen)
     return p
 
 
