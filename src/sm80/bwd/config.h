@@ -32,6 +32,7 @@ struct Sm80BwdOptions {
 template <Sm80BwdOptions O>
 struct Sm80BwdConfig {
   static constexpr Sm80BwdOptions kOptions = O;
+  static constexpr bool kTiled = false;
   static constexpr int kHeadDim = O.head_dim;
   static constexpr int kBlockM = O.block_m;
   static constexpr int kWarps = O.warps;
@@ -86,6 +87,86 @@ struct Sm80BwdConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 
+// The tiled layout (bwd/kernel_tiled.h; FlashAttention-2's warp arrangement). Every phase tiles
+// the block over the warps its own way: S^T / dP^T as sdp_key_warps x (warps / sdp_key_warps)
+// warps of (block_n / sdp_key_warps keys, the rest of the queries), dK / dV as dkv_key_warps x
+// (warps / dkv_key_warps) of (keys, head-dim columns), dQ as dq_row_warps x (warps /
+// dq_row_warps) of (queries, columns). P^T and dS^T go through shared memory between them. Why:
+// the 16-key warps of Sm80BwdConfig read all of Q and dO twice per warp per query block, and the
+// kernel is bound by that shared-memory traffic; 32-key warp tiles cut it by about a quarter.
+struct Sm80BwdTiledOptions {
+  int head_dim = 0, block_m = 0, block_n = 0, warps = 0;
+  int sdp_key_warps = 0, dkv_key_warps = 0, dq_row_warps = 0;
+  int sdp_slices = 1;          // query slices of a warp's S^T tile (fewer live registers)
+  int dq_passes = 1;           // column passes of a warp's dQ tile (fewer live registers)
+  bool swizzle = true;         // XOR-swizzled 16-B chunks
+  bool double_buffer = true;   // Q, dO, lse, dsum of the next query block load under this one's math
+  bool vector_atomics = true;  // dQ added two floats per atomic where the arch has it (sm_90+)
+
+  constexpr bool operator==(const Sm80BwdTiledOptions&) const = default;
+};
+
+template <Sm80BwdTiledOptions O>
+struct Sm80BwdTiledConfig {
+  static constexpr Sm80BwdTiledOptions kOptions = O;
+  static constexpr bool kTiled = true;
+  static constexpr int kHeadDim = O.head_dim;
+  static constexpr int kBlockM = O.block_m;
+  static constexpr int kBlockN = O.block_n;
+  static constexpr int kWarps = O.warps;
+  static constexpr bool kSwizzle = O.swizzle;
+  static constexpr bool kDoubleBuffer = O.double_buffer;
+  static constexpr bool kVectorAtomics = O.vector_atomics;
+  static constexpr bool kStridedLoads = false;  // TileLoader (smem_tile.h)
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kChunksPerRow = kHeadDim / 8;
+
+  // S^T / dP^T: warp tile kSdpKeys x kSdpQueries, computed kSliceQ queries at a time.
+  static constexpr int kSdpKeyWarps = O.sdp_key_warps;
+  static constexpr int kSdpKeys = kBlockN / kSdpKeyWarps;
+  static constexpr int kSdpQueries = kBlockM / (kWarps / kSdpKeyWarps);
+  static constexpr int kSliceQ = kSdpQueries / O.sdp_slices;
+  static constexpr int kSdpMT = kSdpKeys / 16;  // m16 tiles (keys)
+  static constexpr int kNTq = kSliceQ / 8;      // n8 tiles (queries) of a slice
+  // dK / dV: warp tile kDkvKeys x kDkvCols over k = the block's queries.
+  static constexpr int kDkvKeyWarps = O.dkv_key_warps;
+  static constexpr int kDkvKeys = kBlockN / kDkvKeyWarps;
+  static constexpr int kDkvCols = kHeadDim / (kWarps / kDkvKeyWarps);
+  static constexpr int kDkvMT = kDkvKeys / 16;
+  static constexpr int kNTcols = kDkvCols / 8;
+  // dQ = dS K: warp tile kDqRows x kDqCols over k = the block's keys.
+  static constexpr int kDqWarpsM = O.dq_row_warps;
+  static constexpr int kDqRowTiles = kBlockM / kDqWarpsM / 16;
+  static constexpr int kDqCols = kHeadDim / (kWarps / kDqWarpsM);
+  static constexpr int kDqPasses = O.dq_passes;
+  static constexpr int kNTdq = kDqCols / kDqPasses / 8;  // n8 tiles of one pass
+
+  static constexpr int kStages = kDoubleBuffer ? 2 : 1;
+  static constexpr int kTileKV = kBlockN * kHeadDim * 2;
+  static constexpr int kTileQ = kBlockM * kHeadDim * 2;
+  static constexpr int kTileP = kBlockN * kBlockM * 2;  // P^T or dS^T: keys x queries, b16
+  static constexpr int kStatBytes = kBlockM * 4;
+  static constexpr int kSmemK = 0;
+  static constexpr int kSmemV = kSmemK + kTileKV;
+  static constexpr int kSmemQ = kSmemV + kTileKV;
+  static constexpr int kSmemDo = kSmemQ + kStages * kTileQ;
+  static constexpr int kSmemP = kSmemDo + kStages * kTileQ;
+  static constexpr int kSmemDs = kSmemP + kTileP;
+  static constexpr int kSmemLse = kSmemDs + kTileP;
+  static constexpr int kSmemDsum = kSmemLse + kStages * kStatBytes;
+  static constexpr int kSmemBytes = kSmemDsum + kStages * kStatBytes;
+
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128, 256");
+  static_assert(kWarps % kSdpKeyWarps == 0 && kWarps % kDkvKeyWarps == 0 && kWarps % kDqWarpsM == 0, "warp grids");
+  static_assert(kSdpKeys % 16 == 0 && kSdpQueries % (16 * O.sdp_slices) == 0, "S^T warp tiles of whole m16 / k16 tiles");
+  static_assert(kDkvKeys % 16 == 0 && kDkvCols % 16 == 0, "dK / dV warp tiles of whole m16 tiles and n16 pairs");
+  static_assert(kDqRowTiles >= 1 && kBlockM % (16 * kDqWarpsM) == 0 && kDqCols % (16 * kDqPasses) == 0, "dQ warp tiles");
+  static_assert(kBlockM % 64 == 0 || !kSwizzle, "swizzled P^T / dS^T rows need kBlockM a multiple of 64");
+  static_assert(kBlockN % 16 == 0, "whole k16 steps of dQ");
+  static_assert(kBlockM / 4 * 2 <= kThreads, "one thread per 16-B chunk of lse and dsum");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
+};
+
 // The kernels the library ships (one per head dim; every d, d_v up to it runs on it with
 // zero-filled columns). d256: two warps per 16 keys (64 x 256 of dK and dV do not fit one warp's
 // registers) and one Q/dO stage (two do not fit an A100's shared memory).
@@ -98,5 +179,25 @@ inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .wa
 // sm_90a), so it takes 16 queries per slice; shared memory is the plain kernel's.
 inline constexpr Sm80BwdOptions kSm80BwdD256Feature{.head_dim = 256, .block_m = 64, .warps = 8, .d_split = 2,
                                                     .double_buffer = false, .m_slices = 4};
+
+// The tiled layout's configurations (FlashAttention-2's tile shapes for the same head dims).
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD64{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
+                                                      .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4,
+                                                      .sdp_slices = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
+                                                       .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 2,
+                                                       .sdp_slices = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
+                                                       .sdp_key_warps = 2, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                       .dq_passes = 2, .double_buffer = false};
+// A/B alternatives (FLASHATTN_SM80_BWD_LAYOUT=alt, bwd/launch.h).
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD64Alt{.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8,
+                                                         .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128Alt{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
+                                                          .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                          .sdp_slices = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256Alt{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
+                                                          .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                          .dq_passes = 2, .double_buffer = false};
 
 }  // namespace flashattn::sm80

@@ -7,12 +7,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "api/backends.h"
 #include "common/scratch.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/kernel.h"
+#include "sm80/bwd/kernel_tiled.h"
 #include "sm80/bwd/prepost.h"
 
 namespace flashattn::sm80 {
@@ -88,7 +90,10 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
       return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};
   }
 
-  auto* kernel = &sm80_bwd_kernel<Cfg, Elem, Kind>;
+  auto* kernel = [] {
+    if constexpr (Cfg::kTiled) return &sm80_bwd_tiled_kernel<Cfg, Elem, Kind>;
+    else return &sm80_bwd_kernel<Cfg, Elem, Kind>;
+  }();
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
     return detail::check_launch("backend sm80 backward: shared memory opt-in");
   kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
@@ -108,6 +113,31 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((vecs + 255) / 256, 65536));
   sm80_bwd_postprocess<Cfg::kHeadDim, Elem><<<blocks, 256, 0, stream>>>(post);
   return detail::check_launch("backend sm80 backward: postprocess");
+}
+
+// Which layout serves a plain call: a temporary A/B switch, read per call from the environment
+// variable FLASHATTN_SM80_BWD_LAYOUT ("old": kernel.h's 16-key warps, "alt": the head dim's
+// alternative tiled configuration, anything else: the tiled default). Removed once measured.
+enum class BwdLayout { kTiled, kOld, kAlt };
+inline BwdLayout bwd_layout() {
+  const char* e = std::getenv("FLASHATTN_SM80_BWD_LAYOUT");
+  if (e == nullptr) return BwdLayout::kTiled;
+  const std::string v(e);
+  return v == "old" ? BwdLayout::kOld : v == "alt" ? BwdLayout::kAlt : BwdLayout::kTiled;
+}
+
+// The plain (kNone / kCausal) kernels of a layout A/B, fp16 and bf16.
+template <class Tiled, class Alt, class Old, class Elem>
+Status launch_bwd_ab(const detail::BwdParams& p, cudaStream_t stream) {
+  switch (bwd_layout()) {
+    case BwdLayout::kOld:
+      return p.causal ? launch_bwd<Old, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Old, Elem, MaskKind::kNone>(p, stream);
+    case BwdLayout::kAlt:
+      return p.causal ? launch_bwd<Alt, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Alt, Elem, MaskKind::kNone>(p, stream);
+    default:
+      return p.causal ? launch_bwd<Tiled, Elem, MaskKind::kCausal>(p, stream)
+                      : launch_bwd<Tiled, Elem, MaskKind::kNone>(p, stream);
+  }
 }
 
 // Defined in bwd/instantiations/bwd_d{64,128,256}.cu: the shipped configuration of head dim D

@@ -1,4 +1,5 @@
 // sm80 backward: what the family serves, and dispatch over the instantiated head dims.
+#include <algorithm>
 #include <string>
 
 #include "api/backends.h"
@@ -19,14 +20,20 @@ constexpr int kBwdHeadDims[] = {64, 128, 256};
 // those tests passed on a device (tests/cpu/test_dispatch.cpp's feature block follows it).
 constexpr bool kServeFeatures = true;
 
-// Shared memory of the configuration serving kernel head dim hd (the feature kernels' too).
-static_assert(sm80::Sm80BwdConfig<sm80::kSm80BwdD256Feature>::kSmemBytes ==
-                  sm80::Sm80BwdConfig<sm80::kSm80BwdD256>::kSmemBytes,
-              "the d256 feature configuration differs from the plain one in slices only");
+// Shared memory of the configurations serving kernel head dim hd (the feature kernels' too; the
+// largest of the layout A/B's, bwd/launch.h).
+template <class... Cfg>
+constexpr int max_smem() {
+  return std::max({Cfg::kSmemBytes...});
+}
 constexpr int bwd_smem_bytes(int hd) {
-  return hd == 64    ? sm80::Sm80BwdConfig<sm80::kSm80BwdD64>::kSmemBytes
-         : hd == 128 ? sm80::Sm80BwdConfig<sm80::kSm80BwdD128>::kSmemBytes
-                     : sm80::Sm80BwdConfig<sm80::kSm80BwdD256>::kSmemBytes;
+  using namespace sm80;
+  return hd == 64 ? max_smem<Sm80BwdConfig<kSm80BwdD64>, Sm80BwdTiledConfig<kSm80BwdTiledD64>,
+                             Sm80BwdTiledConfig<kSm80BwdTiledD64Alt>>()
+         : hd == 128 ? max_smem<Sm80BwdConfig<kSm80BwdD128>, Sm80BwdTiledConfig<kSm80BwdTiledD128>,
+                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt>>()
+                     : max_smem<Sm80BwdConfig<kSm80BwdD256>, Sm80BwdTiledConfig<kSm80BwdTiledD256>,
+                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt>>();
 }
 
 }  // namespace

@@ -6,16 +6,17 @@ namespace flashattn::sm80 {
 
 using BwdCfg128 = Sm80BwdConfig<kSm80BwdD128>;
 
+using BwdTiled128 = Sm80BwdTiledConfig<kSm80BwdTiledD128>;
+using BwdTiled128Alt = Sm80BwdTiledConfig<kSm80BwdTiledD128Alt>;
+
 template <>
 Status run_bwd<128, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg128, __nv_bfloat16, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg128, __nv_bfloat16, MaskKind::kNone>(p, stream);
+  return launch_bwd_ab<BwdTiled128, BwdTiled128Alt, BwdCfg128, __nv_bfloat16>(p, stream);
 }
 
 template <>
 Status run_bwd<128, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg128, __half, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg128, __half, MaskKind::kNone>(p, stream);
+  return launch_bwd_ab<BwdTiled128, BwdTiled128Alt, BwdCfg128, __half>(p, stream);
 }
 
 }  // namespace flashattn::sm80

@@ -6,16 +6,17 @@ namespace flashattn::sm80 {
 
 using BwdCfg64 = Sm80BwdConfig<kSm80BwdD64>;
 
+using BwdTiled64 = Sm80BwdTiledConfig<kSm80BwdTiledD64>;
+using BwdTiled64Alt = Sm80BwdTiledConfig<kSm80BwdTiledD64Alt>;
+
 template <>
 Status run_bwd<64, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg64, __nv_bfloat16, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg64, __nv_bfloat16, MaskKind::kNone>(p, stream);
+  return launch_bwd_ab<BwdTiled64, BwdTiled64Alt, BwdCfg64, __nv_bfloat16>(p, stream);
 }
 
 template <>
 Status run_bwd<64, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg64, __half, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg64, __half, MaskKind::kNone>(p, stream);
+  return launch_bwd_ab<BwdTiled64, BwdTiled64Alt, BwdCfg64, __half>(p, stream);
 }
 
 }  // namespace flashattn::sm80

@@ -7,12 +7,12 @@ namespace flashattn::sm80 {
 
 template <>
 Status run_bwd_feature<64, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd<Sm80BwdConfig<kSm80BwdD64>, __nv_bfloat16, MaskKind::kLocal>(p, stream);
+  return launch_bwd<Sm80BwdTiledConfig<kSm80BwdTiledD64>, __nv_bfloat16, MaskKind::kLocal>(p, stream);
 }
 
 template <>
 Status run_bwd_feature<64, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd<Sm80BwdConfig<kSm80BwdD64>, __half, MaskKind::kLocal>(p, stream);
+  return launch_bwd<Sm80BwdTiledConfig<kSm80BwdTiledD64>, __half, MaskKind::kLocal>(p, stream);
 }
 
 }  // namespace flashattn::sm80
