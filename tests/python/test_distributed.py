@@ -1,10 +1,13 @@
-"""Ring attention (flashattn.distributed): merge, sharding, the ring algorithm on the CPU in
-float64, and on one GPU with the library through the LocalTransport (all ranks simulated in
-one process, in lockstep).
+"""Ring attention (flashattn.distributed): merge, sharding, the ring algorithm forward and
+backward on the CPU in float64, and on one GPU with the library through the LocalTransport
+(all ranks simulated in one process, in lockstep).
 
 Correctness rule on the GPU: max|out - ref| <= 2 * max|out_lowp - ref| + atol, ref = fp32
 torch attention over the full sequence, out_lowp = the same naive attention in the input dtype
-(atol 2e-4 fp16, 1e-3 bf16); lse likewise with atol 1e-3.
+(atol 2e-4 fp16, 1e-3 bf16); lse likewise with atol 1e-3. Gradients follow the backward rule
+of test_backward.py: for each of dq, dk, dv, max|ours - ref| <= 2 * max|lowp - ref| +
+GRAD_ATOL, ref the naive attention's autograd in fp64 over the full sequence, lowp the same in
+the inputs' dtype.
 
 Skipped without torch; the GPU tests are skipped without a CUDA device (the CPU float64 tests
 need only torch). Multi-GPU NCCL runs are not made here (bench/ring_scaling.py, torchrun).
@@ -19,11 +22,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _reference import ATOL, LSE_ATOL, attention, max_err  # noqa: E402
+from _reference import (  # noqa: E402
+    ATOL, GRAD_ATOL, LSE_ATOL, attention, attention_grads, max_err)
 from flashattn.distributed import (  # noqa: E402
     LocalRing, LocalTransport, local_ring_flash_attn_func, merge_attn_states,
     ring_flash_attn_func, ring_shard, ring_shard_lengths, ring_unshard,
     simulate_ring_flash_attn, zigzag_shard, zigzag_unshard)
+
+from _markers import needs_gpu  # noqa: E402  (CUDA and a library with the backward)
 
 REPO = Path(__file__).resolve().parents[2]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -41,6 +47,31 @@ def _seed():
 def cpu_attn_fn(q, k, v, softmax_scale, causal):
     """attn_fn for the ring on the CPU: the float64 reference in place of the library."""
     return attention(q, k, v, softmax_scale, causal, torch.float64)
+
+
+def cpu_attn_bwd_fn(dout, q, k, v, out, lse, softmax_scale, causal):
+    """attn_bwd_fn for the ring on the CPU: one block's (dq, dk, dv) in float64 from the
+    GLOBAL out and lse of these queries (what the library's backward is given in the ring):
+    P = exp(scale * q.k - lse), dS = P * (dout.v - rowsum(dout * out)); dk/dv summed over each
+    KV head's query heads (GQA). Causal: bottom-right aligned, as the library's."""
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    g = Hq // Hkv
+    scale = softmax_scale if softmax_scale is not None else 1.0 / D ** 0.5
+    kh, vh = k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2)
+    s = torch.einsum("bshd,bthd->bhst", q, kh) * scale
+    if causal:
+        i = torch.arange(Sq)[:, None]
+        j = torch.arange(Sk)[None, :]
+        s = s.masked_fill(j > i + (Sk - Sq), float("-inf"))
+    p = torch.exp(s - lse.unsqueeze(-1))  # (B, Hq, Sq, Sk)
+    dv = torch.einsum("bhst,bshd->bthd", p, dout)
+    dp = torch.einsum("bshd,bthd->bhst", dout, vh)
+    delta = (dout * out).sum(-1).transpose(1, 2).unsqueeze(-1)  # (B, Hq, Sq, 1)
+    ds = p * (dp - delta)
+    dq = torch.einsum("bhst,bthd->bshd", ds, kh) * scale
+    dk = torch.einsum("bhst,bshd->bthd", ds, q) * scale
+    return dq, dk.reshape(B, Sk, Hkv, g, D).sum(3), dv.reshape(B, Sk, Hkv, g, D).sum(3)
 
 
 def masked_attn(q, k, v, mask):
@@ -282,6 +313,17 @@ _NCCL_SCRIPT = textwrap.dedent("""
             out, lse = ring_flash_attn_func(qs, ks, vs, causal=causal, return_lse=True)
             ref, ref_lse = flash_attn_func(q, k, v, causal=causal, return_lse=True)
             assert torch.equal(out, ref) and torch.equal(lse, ref_lse), causal
+            # autograd through the NCCL front end (one rank: the ring backward is one library
+            # backward call; its dq/dk/dv may differ from run to run in the last bits)
+            dout = torch.randn_like(q)
+            ring_in = [t.clone().requires_grad_() for t in (qs, ks, vs)]
+            grads = torch.autograd.grad(ring_flash_attn_func(*ring_in, causal=causal), ring_in,
+                                        dout)
+            full_in = [t.clone().requires_grad_() for t in (q, k, v)]
+            refs = torch.autograd.grad(flash_attn_func(*full_in, causal=causal), full_in, dout)
+            for g, r in zip(grads, refs):
+                assert g.dtype == r.dtype and torch.allclose(g.float(), r.float(), atol=1e-2,
+                                                             rtol=1e-2), causal
         print("NCCL_OK")
     finally:
         dist.destroy_process_group()
@@ -302,11 +344,150 @@ def test_ring_nccl_transport_single_rank(tmp_path):
     assert r.returncode == 0 and "NCCL_OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-def test_ring_refuses_inputs_that_require_grad():
-    # No ring backward yet: a training forward must fail loudly, not return an output whose
-    # backward is missing the remote K/V gradients.
-    shards = [torch.randn(1, 4, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(2)]
-    with pytest.raises(NotImplementedError, match="no backward"):
-        local_ring_flash_attn_func(shards, shards, shards)
-    with pytest.raises(NotImplementedError, match="no backward"):
-        ring_flash_attn_func(shards[0], shards[0], shards[0], transport=object())
+# ----------------------------------------------------------------------------- backward (CPU fp64)
+
+def leaves(*ts):
+    return [t.detach().clone().requires_grad_() for t in ts]
+
+
+@pytest.mark.parametrize("world,causal,Sq,Sk,Hq,Hkv", CPU_CASES)
+def test_ring_cpu_fp64_grads_match_full_attention(world, causal, Sq, Sk, Hq, Hkv):
+    B, D = 2, 16
+    q = torch.randn(B, Sq, Hq, D, dtype=torch.float64) + MEAN
+    k = torch.randn(B, Sk, Hkv, D, dtype=torch.float64) + MEAN
+    v = torch.randn(B, Sk, Hkv, D, dtype=torch.float64) + MEAN
+    dout = torch.randn(B, Sq, Hq, D, dtype=torch.float64)
+    ref = attention_grads(q, k, v, dout, None, causal, torch.float64)
+    ql, kl, vl = leaves(q, k, v)
+    stats = []
+    out = simulate_ring_flash_attn(ql, kl, vl, world, causal=causal, attn_fn=cpu_attn_fn,
+                                   attn_bwd_fn=cpu_attn_bwd_fn, stats=stats)
+    assert out.requires_grad
+    grads = torch.autograd.grad(out, (ql, kl, vl), dout)
+    for name, g, r, t in zip(("dq", "dk", "dv"), grads, ref, (q, k, v)):
+        assert g.shape == t.shape and g.dtype == torch.float64, name
+        assert max_err(g, r) <= 1e-12 * max(1.0, r.abs().max().item()), name
+    assert len(stats) == world and all("score_elems" in s for s in stats)  # kept with grad
+    if causal:
+        assert all(s["calls"] == world and s["skipped"] == world - 1 for s in stats)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ring_cpu_grads_shards_api_scale_and_shared_inputs(causal):
+    # local_ring_flash_attn_func on shard leaves, a softmax_scale, and one tensor per rank used
+    # as q, k and v at once (its gradient is the sum of the three)
+    world, B, S, H, D = 4, 1, 24, 2, 8
+    x = torch.randn(B, S, H, D, dtype=torch.float64) + MEAN
+    dout = torch.randn(B, S, H, D, dtype=torch.float64)
+    shard, unshard = (zigzag_shard, zigzag_unshard) if causal else (ring_shard, ring_unshard)
+    xs = leaves(*(shard(x, world, r) for r in range(world)))
+    douts = [shard(dout, world, r) for r in range(world)]
+    outs = local_ring_flash_attn_func(xs, xs, xs, causal=causal, softmax_scale=0.37,
+                                      attn_fn=cpu_attn_fn, attn_bwd_fn=cpu_attn_bwd_fn)
+    grads = torch.autograd.grad(outs, xs, douts)
+    dq, dk, dv = attention_grads(x, x, x, dout, 0.37, causal, torch.float64)
+    assert max_err(unshard(list(grads)), dq + dk + dv) <= 1e-12
+
+
+def test_ring_no_grad_records_nothing():
+    q = torch.randn(1, 16, 2, 8, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        out = simulate_ring_flash_attn(q, q, q, 2, causal=True, attn_fn=cpu_attn_fn)
+    assert not out.requires_grad and out.grad_fn is None
+    out = simulate_ring_flash_attn(q.detach(), q.detach(), q.detach(), 2, attn_fn=cpu_attn_fn)
+    assert not out.requires_grad
+
+
+def test_ring_lse_gradient_is_refused():
+    q = torch.randn(1, 16, 2, 8, dtype=torch.float64, requires_grad=True)
+    out, lse = simulate_ring_flash_attn(q, q, q, 2, causal=True, return_lse=True,
+                                        attn_fn=cpu_attn_fn, attn_bwd_fn=cpu_attn_bwd_fn)
+    with pytest.raises(NotImplementedError, match="gradient of lse"):
+        (out.sum() + lse.sum()).backward()
+    # lse returned but unused by the loss: fine
+    out, lse = simulate_ring_flash_attn(q, q, q, 2, causal=True, return_lse=True,
+                                        attn_fn=cpu_attn_fn, attn_bwd_fn=cpu_attn_bwd_fn)
+    out.sum().backward()
+    assert q.grad is not None and not torch.isnan(q.grad).any()
+
+
+def test_local_transport_grads_channel_is_separate():
+    # the dK/dV channel matches sends with receives on its own, whatever the K/V channel does
+    ring = LocalRing(2, [3, 3])
+    t0, t1 = ring.transport(0), ring.transport(1)
+    a = torch.arange(6, dtype=torch.float32).reshape(1, 3, 2, 1)
+    k0, _ = t0.send_recv_kv(a.half(), a.half())
+    g1, _ = t1.send_recv_grads(a + 10, a + 20)
+    k1, _ = t1.send_recv_kv(a.half() + 1, a.half() + 1)
+    g0, h0 = t0.send_recv_grads(a, a + 1)
+    for t in (t0, t1):
+        t.wait()
+        t.wait_grads()
+    assert torch.equal(k1, a.half()) and torch.equal(k0, a.half() + 1)
+    assert torch.equal(g1, a) and torch.equal(g0, a + 10) and torch.equal(h0, a + 20)
+    with pytest.raises(RuntimeError, match="wait_grads"):
+        t0.wait_grads()
+
+
+# ----------------------------------------------------------------------------- backward on one GPU
+
+GPU_GRAD_CASES = [  # (world, causal, S)
+    (w, True, s) for w in (2, 4, 8) for s in (2 * w * 64, 2 * w * 37)
+] + [
+    (w, False, s) for w in (2, 4, 8) for s in (1037, 13)
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("Hq,Hkv", [(8, 8), (8, 2)], ids=["mha", "gqa4"])
+@pytest.mark.parametrize("world,causal,S", GPU_GRAD_CASES)
+def test_ring_gpu_grads_match_full_sequence(world, causal, S, Hq, Hkv, D):
+    from flashattn import flash_attn_func
+    dtype, B = torch.bfloat16, 2
+    q = rand(B, S, Hq, D, dtype=dtype)
+    k = rand(B, S, Hkv, D, dtype=dtype)
+    v = rand(B, S, Hkv, D, dtype=dtype)
+    dout = torch.randn(B, S, Hq, D, device="cuda", dtype=dtype)
+    shard, unshard = (zigzag_shard, zigzag_unshard) if causal else (ring_shard, ring_unshard)
+    # the ring: every rank's shards are leaves; the shard gradients are reassembled
+    shards = [leaves(*(shard(t, world, r) for r in range(world))) for t in (q, k, v)]
+    outs = local_ring_flash_attn_func(*shards, causal=causal)
+    douts = [shard(dout, world, r) for r in range(world)]
+    flat = [t for ts in shards for t in ts]
+    g = torch.autograd.grad(outs, flat, douts)
+    ring = [unshard(list(g[i * world:(i + 1) * world])) for i in range(3)]
+    # flash_attn_func on the whole sequence, for the record
+    full = leaves(q, k, v)
+    flash = torch.autograd.grad(flash_attn_func(*full, causal=causal), full, dout)
+    ref = attention_grads(q, k, v, dout, None, causal, torch.float64)
+    lowp = attention_grads(q, k, v, dout, None, causal, dtype)
+    msgs, ok = [], True
+    for name, ours, fa, r, low, t in zip(("dq", "dk", "dv"), ring, flash, ref, lowp, (q, k, v)):
+        assert ours.shape == t.shape and ours.dtype == t.dtype, (name, ours.shape, ours.dtype)
+        assert not torch.isnan(ours).any(), f"NaN in {name}"
+        err, low_err, fa_err = max_err(ours, r), max_err(low, r), max_err(fa, r)
+        bound = 2 * low_err + GRAD_ATOL[dtype]
+        ok = ok and err <= bound
+        msgs.append(f"{name}: ring err {err:.3g} (bound {bound:.3g}), flash_attn_func err "
+                    f"{fa_err:.3g}, lowp err {low_err:.3g}")
+    print("; ".join(msgs))
+    assert ok, "; ".join(msgs)
+
+
+@needs_gpu
+def test_ring_gpu_grads_fp16_softmax_scale():
+    world, B, S, Hq, Hkv, D, dtype = 4, 1, 8 * 50, 4, 1, 64, torch.float16
+    q = rand(B, S, Hq, D, dtype=dtype)
+    k = rand(B, S, Hkv, D, dtype=dtype)
+    v = rand(B, S, Hkv, D, dtype=dtype)
+    dout = torch.randn(B, S, Hq, D, device="cuda", dtype=dtype)
+    for causal in (False, True):
+        full = leaves(q, k, v)
+        out = simulate_ring_flash_attn(*full, world, causal=causal, softmax_scale=0.05)
+        grads = torch.autograd.grad(out, full, dout)
+        ref = attention_grads(q, k, v, dout, 0.05, causal, torch.float64)
+        lowp = attention_grads(q, k, v, dout, 0.05, causal, dtype)
+        for name, ours, r, low in zip(("dq", "dk", "dv"), grads, ref, lowp):
+            err, bound = max_err(ours, r), 2 * max_err(low, r) + GRAD_ATOL[dtype]
+            assert err <= bound, (causal, name, err, bound)
