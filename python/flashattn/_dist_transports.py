@@ -1,4 +1,5 @@
-"""Ring attention, transports: how K/V blocks travel to the next rank.
+"""Ring attention, transports: how K/V blocks (and, in the backward, their dK/dV accumulators)
+travel to the next rank.
 
 NcclTransport (torch.distributed point-to-point on a side stream) and LocalTransport / LocalRing
 (all ranks in one process, transfers as device copies); the interface is described in
