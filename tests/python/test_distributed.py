@@ -491,3 +491,82 @@ def test_ring_gpu_grads_fp16_softmax_scale():
         for name, ours, r, low in zip(("dq", "dk", "dv"), grads, ref, lowp):
             err, bound = max_err(ours, r), 2 * max_err(low, r) + GRAD_ATOL[dtype]
             assert err <= bound, (causal, name, err, bound)
+
+
+class ThreadTransport:
+    """A transport for ranks run in threads, each driving its own generator to the end (as
+    with NCCL, no lockstep): a send queues a copy of the pair, a wait blocks for the pair."""
+
+    def __init__(self, queues, rank, lens):
+        self.queues, self.rank, self.lens = queues, rank, list(lens)
+        self.world_size = len(lens)
+        self.pending = {}
+
+    def all_seqlens(self, n):
+        assert n == self.lens[self.rank]
+        return list(self.lens)
+
+    def _post(self, channel, a, b, n):
+        assert channel not in self.pending
+        self.queues[channel][(self.rank + 1) % self.world_size].put((a.clone(), b.clone()))
+        self.pending[channel] = tuple(t.new_empty((t.size(0), n) + tuple(t.shape[2:]))
+                                      for t in (a, b))
+        return self.pending[channel]
+
+    def _wait(self, channel):
+        a, b = self.queues[channel][self.rank].get(timeout=60)
+        x, y = self.pending.pop(channel)
+        x.copy_(a)
+        y.copy_(b)
+
+    def send_recv_kv(self, k, v, recv_seqlen=None):
+        return self._post("kv", k, v, recv_seqlen)
+
+    def wait(self):
+        self._wait("kv")
+
+    def send_recv_grads(self, dk, dv, recv_seqlen=None):
+        return self._post("grads", dk, dv, recv_seqlen)
+
+    def wait_grads(self):
+        self._wait("grads")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ring_cpu_ranks_run_independently(causal):
+    # each rank runs its forward and backward generators to the end in its own thread, its
+    # waits blocking, as the NCCL front end drives them
+    import queue
+    import threading
+    from flashattn._dist_ring import _ring_rank_bwd_steps, _ring_rank_steps, _run_to_end
+    world, B, Hq, Hkv, D = 4, 2, 4, 2, 16
+    S = 40 if causal else 37  # non-causal: uneven shards (10, 10, 10, 7)
+    q = torch.randn(B, S, Hq, D, dtype=torch.float64) + MEAN
+    k = torch.randn(B, S, Hkv, D, dtype=torch.float64) + MEAN
+    v = torch.randn(B, S, Hkv, D, dtype=torch.float64) + MEAN
+    dout = torch.randn(B, S, Hq, D, dtype=torch.float64)
+    shard, unshard = (zigzag_shard, zigzag_unshard) if causal else (ring_shard, ring_unshard)
+    lens = [shard(k, world, r).size(1) for r in range(world)]
+    queues = {c: [queue.Queue() for _ in range(world)] for c in ("kv", "grads")}
+    results, errors = [None] * world, []
+
+    def rank_main(r):
+        try:
+            t = ThreadTransport(queues, r, lens)
+            ql, kl, vl, dl = (shard(x, world, r).contiguous() for x in (q, k, v, dout))
+            out, lse = _run_to_end(_ring_rank_steps(ql, kl, vl, t, causal, None, cpu_attn_fn,
+                                                    kv_lens=lens))
+            results[r] = _run_to_end(_ring_rank_bwd_steps(dl, ql, kl, vl, out, lse, t, causal,
+                                                          None, cpu_attn_bwd_fn, lens))
+        except BaseException as e:  # reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    ref = attention_grads(q, k, v, dout, None, causal, torch.float64)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert max_err(unshard([res[i] for res in results]), ref[i]) <= 1e-12, name
