@@ -66,6 +66,11 @@
 #ifndef FLASHATTN_SM90_ABL_SCHED_CAUSAL
 #define FLASHATTN_SM90_ABL_SCHED_CAUSAL -1
 #endif
+// Softcap kernels (config.h kSoftcap): 1 of every N score registers takes its softmax exp2 on the
+// FMA pipe (arch::ex2_poly) instead of MUFU, which MUFU.TANH already loads; 0 = all on MUFU.
+#ifndef FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2
+#define FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2 0
+#endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
 #ifndef FLASHATTN_SM90_TRACE

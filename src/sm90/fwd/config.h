@@ -77,6 +77,13 @@ struct Sm90FwdConfig {
   // A run-time switch inside the kernel that has it (args.softcap_scale > 0), as is ALiBi there
   // (args.alibi: one FMA per score with the distance to the diagonal).
   static constexpr bool kSoftcap = O.softcap;
+  // Softcap configs only: MUFU.TANH and MUFU.EX2 then share MUFU's 16 lanes per SM while the
+  // FMA pipe has room, so the softmax can evaluate the exp2 of 1 in kSoftcapPolyExp2Every score
+  // registers (a fixed, unrolled subset) with arch::ex2_poly on the FMA pipe; 0 = none. Set by
+  // FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2 for every softcap kernel, whether or not a call sets a
+  // softcap (the kernel serves both).
+  static constexpr int kSoftcapPolyExp2Every = O.softcap ? FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2 : 0;
+  static_assert(kSoftcapPolyExp2Every >= 0, "FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2: 0 (off) or N (1 of N registers)");
   // Varlen: tiles of a packed batch (per-sequence row offsets and lengths travel in the work
   // slot). The key block that crosses a sequence's end is loaded shifted back so that it ends
   // on the sequence's last key (keys before the shift's start are masked): no row of another

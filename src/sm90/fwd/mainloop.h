@@ -23,7 +23,7 @@ struct Consumer {
   static constexpr int kS = Cfg::kSRegs;
   static constexpr int kO = Cfg::kORegs;
   static constexpr int kP = Cfg::kPSteps;
-  using Softmax = OnlineSoftmax<kS, Cfg::kConditionalRescale>;
+  using Softmax = OnlineSoftmax<kS, Cfg::kConditionalRescale, Cfg::kSoftcapPolyExp2Every>;
 
   FwdBarriers<Cfg>& bars;
   uint32_t smem;

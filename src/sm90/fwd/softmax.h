@@ -10,8 +10,15 @@
 
 namespace flashattn::sm90 {
 
-template <int kSRegs, bool kLazyRescale = false>
+// kPolyEvery > 0: the exp2 of registers i with i % kPolyEvery == 0 (1 in kPolyEvery, the same
+// ones every step) runs on the FMA pipe (arch::ex2_poly), the rest on MUFU.EX2 (config.h,
+// kSoftcapPolyExp2Every).
+template <int kSRegs, bool kLazyRescale = false, int kPolyEvery = 0>
 struct OnlineSoftmax {
+  static_assert(kPolyEvery >= 0);
+  // Whether register i's exp2 runs on the FMA pipe (resolved at compile time: i is an unrolled
+  // register index).
+  static constexpr bool on_fma_pipe(int i) { return kPolyEvery > 0 && i % (kPolyEvery > 0 ? kPolyEvery : 1) == 0; }
   // Running row max, already multiplied by scale*log2(e) (the exp2 domain). -inf: nothing seen.
   float row_max[2] = {-INFINITY, -INFINITY};
   // Per-thread partial row sums; reduced over the quad only once, in finalize().
@@ -55,8 +62,10 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int i = 0; i < kSRegs; ++i) {
       const int r = (i >> 1) & 1;
-      // One FFMA + one MUFU per score: the scale is folded into the exponent.
-      s[i] = arch::ex2_approx_ftz(fmaf(s[i], scale_log2, -off[r]));
+      // One FFMA + one MUFU per score (the scale is folded into the exponent), or the FFMA and
+      // ex2_poly's FMA/ALU instructions for the registers on the FMA pipe.
+      const float x = fmaf(s[i], scale_log2, -off[r]);
+      s[i] = on_fma_pipe(i) ? arch::ex2_poly(x) : arch::ex2_approx_ftz(x);
       sum[r] += s[i];
     }
 #pragma unroll
