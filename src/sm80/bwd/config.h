@@ -190,14 +190,20 @@ inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128{.head_dim = 128, .block_m
 inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                                        .sdp_key_warps = 2, .dkv_key_warps = 2, .dq_row_warps = 2,
                                                        .dq_passes = 2, .double_buffer = false};
-// A/B alternatives (FLASHATTN_SM80_BWD_LAYOUT=alt, bwd/launch.h).
-inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD64Alt{.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8,
-                                                         .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 2};
-inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128Alt{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
-                                                          .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                                          .sdp_slices = 2};
-inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256Alt{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
-                                                          .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                                          .dq_passes = 2, .double_buffer = false};
+// A/B alternatives (FLASHATTN_SM80_BWD_VARIANT=1 / 2, bwd/launch.h).
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD64Alt1{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
+                                                          .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD64Alt2{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
+                                                          .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128Alt1{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
+                                                           .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD128Alt2{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
+                                                           .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 2};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256Alt1{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
+                                                           .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                           .dq_passes = 2, .double_buffer = false};
+inline constexpr Sm80BwdTiledOptions kSm80BwdTiledD256Alt2{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
+                                                           .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                           .dq_passes = 2};
 
 }  // namespace flashattn::sm80

@@ -115,28 +115,30 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   return detail::check_launch("backend sm80 backward: postprocess");
 }
 
-// Which layout serves a plain call: a temporary A/B switch, read per call from the environment
-// variable FLASHATTN_SM80_BWD_LAYOUT ("old": kernel.h's 16-key warps, "alt": the head dim's
-// alternative tiled configuration, anything else: the tiled default). Removed once measured.
-enum class BwdLayout { kTiled, kOld, kAlt };
-inline BwdLayout bwd_layout() {
-  const char* e = std::getenv("FLASHATTN_SM80_BWD_LAYOUT");
-  if (e == nullptr) return BwdLayout::kTiled;
+// Which configuration serves a plain call: a temporary A/B switch, read per call from the
+// environment variable FLASHATTN_SM80_BWD_VARIANT ("old": kernel.h's 16-key warps; "1", "2":
+// the head dim's alternative tiled configurations; anything else: the tiled default). Removed
+// once measured.
+inline int bwd_variant() {
+  const char* e = std::getenv("FLASHATTN_SM80_BWD_VARIANT");
+  if (e == nullptr) return 0;
   const std::string v(e);
-  return v == "old" ? BwdLayout::kOld : v == "alt" ? BwdLayout::kAlt : BwdLayout::kTiled;
+  return v == "old" ? -1 : v == "1" ? 1 : v == "2" ? 2 : 0;
 }
 
-// The plain (kNone / kCausal) kernels of a layout A/B, fp16 and bf16.
-template <class Tiled, class Alt, class Old, class Elem>
+template <class Cfg, class Elem>
+Status launch_bwd_plain(const detail::BwdParams& p, cudaStream_t stream) {
+  return p.causal ? launch_bwd<Cfg, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Cfg, Elem, MaskKind::kNone>(p, stream);
+}
+
+// The plain (kNone / kCausal) kernels of the A/B, fp16 and bf16.
+template <class Elem, class Old, class Tiled, class Alt1, class Alt2>
 Status launch_bwd_ab(const detail::BwdParams& p, cudaStream_t stream) {
-  switch (bwd_layout()) {
-    case BwdLayout::kOld:
-      return p.causal ? launch_bwd<Old, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Old, Elem, MaskKind::kNone>(p, stream);
-    case BwdLayout::kAlt:
-      return p.causal ? launch_bwd<Alt, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Alt, Elem, MaskKind::kNone>(p, stream);
-    default:
-      return p.causal ? launch_bwd<Tiled, Elem, MaskKind::kCausal>(p, stream)
-                      : launch_bwd<Tiled, Elem, MaskKind::kNone>(p, stream);
+  switch (bwd_variant()) {
+    case -1: return launch_bwd_plain<Old, Elem>(p, stream);
+    case 1: return launch_bwd_plain<Alt1, Elem>(p, stream);
+    case 2: return launch_bwd_plain<Alt2, Elem>(p, stream);
+    default: return launch_bwd_plain<Tiled, Elem>(p, stream);
   }
 }
 

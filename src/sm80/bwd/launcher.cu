@@ -29,11 +29,14 @@ constexpr int max_smem() {
 constexpr int bwd_smem_bytes(int hd) {
   using namespace sm80;
   return hd == 64 ? max_smem<Sm80BwdConfig<kSm80BwdD64>, Sm80BwdTiledConfig<kSm80BwdTiledD64>,
-                             Sm80BwdTiledConfig<kSm80BwdTiledD64Alt>>()
+                             Sm80BwdTiledConfig<kSm80BwdTiledD64Alt1>,
+                                Sm80BwdTiledConfig<kSm80BwdTiledD64Alt2>>()
          : hd == 128 ? max_smem<Sm80BwdConfig<kSm80BwdD128>, Sm80BwdTiledConfig<kSm80BwdTiledD128>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt>>()
+                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt1>,
+                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt2>>()
                      : max_smem<Sm80BwdConfig<kSm80BwdD256>, Sm80BwdTiledConfig<kSm80BwdTiledD256>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt>>();
+                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt1>,
+                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt2>>();
 }
 
 }  // namespace
