@@ -10,6 +10,7 @@
 
 #include "bwd_check.h"
 #include "bwd_setup.h"
+#include "deterministic_check.h"
 
 using namespace flashattn;
 using namespace flashattn::testing;
@@ -151,32 +152,16 @@ TEST_P(BackwardDeterministic, BitwiseAcrossRunsAndStreams) {
   Backend fwd = Backend::kAuto;
   ASSERT_TRUE(buf.forward(backend, nullptr, &fwd).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  std::vector<uint8_t> first;
-  for (int run = 0; run < 20; ++run) {
-    buf.poison_grads(nullptr);  // a run that skipped an element would keep a NaN there
-    ASSERT_TRUE(backward(args).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (run == 0) {
-      first = buf.grad_bytes();
-      // Values are the grid's business; here only that the reference bits are all written.
-      const BwdReport r = check_backward(args, /*budget=*/0);
-      ASSERT_TRUE(r.pass) << r.message;
-      continue;
-    }
-    ASSERT_TRUE(buf.grad_bytes() == first) << backend_name(chosen) << ": run " << run
-                                           << " differs from run 0";
-  }
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  for (int run = 0; run < 3; ++run) {
-    buf.poison_grads(side);
-    ASSERT_TRUE(backward(args, side).ok());
-    ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
-    EXPECT_TRUE(buf.grad_bytes() == first) << backend_name(chosen) << ": run " << run
-                                           << " on a second stream differs";
-  }
-  cudaStreamDestroy(side);
+  expect_bitwise_deterministic(
+      {/*runs=*/20, /*side_runs=*/3}, std::string(backend_name(chosen)) + ": ",
+      [&](cudaStream_t st) { buf.poison_grads(st); }, [&](cudaStream_t st) { return backward(args, st); },
+      [&] { return buf.grad_bytes(); },
+      [&]() -> ::testing::AssertionResult {
+        // Values are the grid's business; here only that the reference bits are all written.
+        const BwdReport r = check_backward(args, /*budget=*/0);
+        if (r.pass) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << r.message;
+      });
 }
 
 TEST_P(BackwardEmpty, ZeroFillsGradients) {

@@ -20,6 +20,7 @@
 #include "api/backends.h"
 #include "api/validate.h"
 #include "common/params.h"
+#include "deterministic_check.h"
 #include "gpu_util.h"
 #include "reference/cpu_reference.h"
 
@@ -350,20 +351,16 @@ TEST_P(BackwardFeaturesDeterministic, BitwiseAcrossRuns) {
   buf.fill(seed_of(c) + 5);
   ASSERT_TRUE(buf.forward().ok());
   ASSERT_TRUE(buf.references().ok());
-  std::vector<uint8_t> first;
-  for (int run = 0; run < 5; ++run) {
-    buf.poison_grads();  // a run that skipped an element would keep a NaN there
-    const Status s = run_backward(a);
-    ASSERT_TRUE(s.ok()) << s.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (run == 0) {
-      first = buf.grad_bytes();
-      const std::string msg = buf.check();
-      ASSERT_TRUE(msg.empty()) << backend_name(chosen) << ": " << msg;
-      continue;
-    }
-    ASSERT_TRUE(buf.grad_bytes() == first) << backend_name(chosen) << ": run " << run << " differs from run 0";
-  }
+  // The default stream only (run_backward takes none).
+  expect_bitwise_deterministic(
+      {/*runs=*/5, /*side_runs=*/0}, std::string(backend_name(chosen)) + ": ",
+      [&](cudaStream_t) { buf.poison_grads(); }, [&](cudaStream_t) { return run_backward(a); },
+      [&] { return buf.grad_bytes(); },
+      [&]() -> ::testing::AssertionResult {
+        const std::string msg = buf.check();
+        if (msg.empty()) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << backend_name(chosen) << ": " << msg;
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, BackwardFeatures, ::testing::ValuesIn(grid()),

@@ -9,6 +9,7 @@
 
 #include "bwd_check.h"
 #include "bwd_setup.h"
+#include "deterministic_check.h"
 
 using namespace flashattn;
 using namespace flashattn::testing;
@@ -119,30 +120,15 @@ TEST_P(Sm80BackwardDeterministic, BitwiseAcrossRunsAndStreams) {
   Backend fwd = Backend::kAuto;
   ASSERT_TRUE(buf.forward(Backend::kSm80, nullptr, &fwd).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  std::vector<uint8_t> first;
-  for (int run = 0; run < 10; ++run) {
-    buf.poison_grads(nullptr);  // a run that skipped an element would keep a NaN there
-    ASSERT_TRUE(backward(args).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (run == 0) {
-      first = buf.grad_bytes();
-      // Deterministic mode must still be right (its own check, the cheapest budget that checks a group).
-      const BwdReport r = check_backward(args, /*budget=*/1);
-      ASSERT_TRUE(r.pass) << r.message;
-      continue;
-    }
-    ASSERT_TRUE(buf.grad_bytes() == first) << "run " << run << " differs from run 0";
-  }
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  for (int run = 0; run < 3; ++run) {
-    buf.poison_grads(side);
-    ASSERT_TRUE(backward(args, side).ok());
-    ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
-    EXPECT_TRUE(buf.grad_bytes() == first) << "run " << run << " on a second stream differs";
-  }
-  cudaStreamDestroy(side);
+  expect_bitwise_deterministic(
+      {/*runs=*/10, /*side_runs=*/3}, "", [&](cudaStream_t st) { buf.poison_grads(st); },
+      [&](cudaStream_t st) { return backward(args, st); }, [&] { return buf.grad_bytes(); },
+      [&]() -> ::testing::AssertionResult {
+        // Deterministic mode must still be right (its own check, the cheapest budget that checks a group).
+        const BwdReport r = check_backward(args, /*budget=*/1);
+        if (r.pass) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << r.message;
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Sm80, Sm80BackwardGrid, ::testing::ValuesIn(grid()), test_name);

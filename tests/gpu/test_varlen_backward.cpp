@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bwd_check.h"
+#include "deterministic_check.h"
 #include "gpu_util.h"
 
 namespace flashattn::testing {
@@ -275,26 +276,15 @@ TEST_P(VarlenBackwardDeterministic, BitwiseAcrossRunsAndStreams) {
   buf.fill(seed_of(c) + 5);
   run_forward(buf, c.causal, c.backend);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint8_t> first;
-  for (int run = 0; run < 10; ++run) {
-    buf.poison_grads(nullptr);
-    ASSERT_TRUE(backward(args).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (run == 0) {
-      first = buf.grad_bytes();
-      const BwdReport r = check_backward_varlen(args, buf.cu_q, buf.cu_k, /*budget=*/0);
-      ASSERT_TRUE(r.pass) << r.message;
-      continue;
-    }
-    ASSERT_TRUE(buf.grad_bytes() == first) << backend_name(chosen) << ": run " << run << " differs from run 0";
-  }
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
-  buf.poison_grads(side);
-  ASSERT_TRUE(backward(args, side).ok());
-  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
-  EXPECT_TRUE(buf.grad_bytes() == first) << backend_name(chosen) << ": a second stream differs";
-  cudaStreamDestroy(side);
+  expect_bitwise_deterministic(
+      {/*runs=*/10, /*side_runs=*/1}, std::string(backend_name(chosen)) + ": ",
+      [&](cudaStream_t st) { buf.poison_grads(st); }, [&](cudaStream_t st) { return backward(args, st); },
+      [&] { return buf.grad_bytes(); },
+      [&]() -> ::testing::AssertionResult {
+        const BwdReport r = check_backward_varlen(args, buf.cu_q, buf.cu_k, /*budget=*/0);
+        if (r.pass) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << r.message;
+      });
 }
 
 std::vector<VarlenBwdCase> deterministic_cases() {
