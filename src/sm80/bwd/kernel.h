@@ -1,9 +1,13 @@
-// The sm80 backward kernel (FlashAttention-2's backward structure; bwd/config.h says who holds
-// what). Grid (key blocks, kv heads, batch): one CTA per key block, K and V loaded once by
+// The sm80 backward kernel (FlashAttention-2's backward structure; bwd/config.h says which warps
+// own what). Grid (key blocks, kv heads, batch): one CTA per key block, K and V loaded once by
 // cp.async, then per (query head of the group, query block) Q, dO, lse and dsum (double-buffered
-// under Sm80BwdOptions::double_buffer). Under a causal mask a key block's query blocks start at
-// Mask::m_block_range's lo and only those below first_unmasked_m_block take the element-wise
-// rule; so does a partial last key block.
+// under Sm80BwdOptions::double_buffer), and per query block:
+//   1. S^T = K Q^T and dP^T = V dO^T on the S^T warp grid; P^T and dS^T computed in registers
+//      (or by local_scores under kLocal) and stored to shared memory, keys x queries.
+//   2. barrier; dV += P^T dO and dK += dS^T Q on the dK / dV warp grid, A from shared memory.
+//   3. dQ = dS K on the dQ warp grid (dS^T read transposed), added into the accumulator.
+// Under a causal mask a key block's query blocks start at Mask::m_block_range's lo and only those
+// below first_unmasked_m_block take the element-wise rule; so does a partial last key block.
 // Sliding window, softcap, ALiBi (MaskKind::kLocal, the feature kernel, Sm80BwdFeatureArgs): a
 // key block's query blocks are bounded on both sides (Mask::m_block_range), the ones outside
 // Mask::unmasked_m_block_range (both ends of the window; local_needs_mask) take the
@@ -127,15 +131,17 @@ __device__ __forceinline__ Mask<Kind> bwd_rule(const Sm80BwdArgsOf<Kind>& p) {
 }
 
 template <class Cfg, class Elem, MaskKind Kind>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind> p) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kCausal = Kind == MaskKind::kCausal;
   constexpr bool kLocal = Kind == MaskKind::kLocal;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kD = Cfg::kHeadDim;
-  constexpr int kNTq = Cfg::kNTq, kNTc = Cfg::kNTcols, kKStepsM = Cfg::kKStepsM;
+  constexpr int kNTq = Cfg::kNTq, kSdpMT = Cfg::kSdpMT, kDkvMT = Cfg::kDkvMT, kNTc = Cfg::kNTcols;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = arch::smem_u32(smem);
-  const uint32_t sK = s0 + Cfg::kSmemK, sV = s0 + Cfg::kSmemV, sDs = s0 + Cfg::kSmemDs;
+  const uint32_t sK = s0 + Cfg::kSmemK, sV = s0 + Cfg::kSmemV;
+  const uint32_t sPt = s0 + Cfg::kSmemP, sDs = s0 + Cfg::kSmemDs;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const bool deterministic = p.dq_turn != nullptr;
@@ -143,24 +149,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
   const int hk = blockIdx.y, b = blockIdx.z;
   const Mask<Kind> rule = bwd_rule<Kind>(p);
   const BlockRange mr = rule.m_block_range(n_block, kBM, kBN);
-  // Query blocks from first_unmasked on see every key of the block (kNone / kCausal; kLocal
-  // decides per block, local_needs_mask).
   int first_unmasked = 0;
   if constexpr (!kLocal) first_unmasked = rule.first_unmasked_m_block(n_block, kBM, kBN);
   const int n0 = n_block * kBN;
 
-  // This warp's 16 keys (rows wkey0.. of the block) and its dK / dV column slice.
-  const int wkey0 = (warp / Cfg::kDSplit) * 16;
-  const int col0 = (warp % Cfg::kDSplit) * Cfg::kCols;
-  float rdK[kNTc][4], rdV[kNTc][4];
+  // This warp's S^T tile (keys s_key0.., queries s_q0.. of the block) and dK / dV tile.
+  const int s_key0 = (warp % Cfg::kSdpKeyWarps) * Cfg::kSdpKeys;
+  const int s_q0 = (warp / Cfg::kSdpKeyWarps) * Cfg::kSdpQueries;
+  const int kv_key0 = (warp % Cfg::kDkvKeyWarps) * Cfg::kDkvKeys;
+  const int kv_col0 = (warp / Cfg::kDkvKeyWarps) * Cfg::kDkvCols;
+  float rdK[kDkvMT][kNTc][4], rdV[kDkvMT][kNTc][4];
 #pragma unroll
-  for (int nt = 0; nt < kNTc; ++nt)
+  for (int mt = 0; mt < kDkvMT; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) rdK[nt][e] = rdV[nt][e] = 0.f;
+    for (int nt = 0; nt < kNTc; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) rdK[mt][nt][e] = rdV[mt][nt][e] = 0.f;
 
   if (!mr.empty()) {
-    // Loads: padded columns (past d for Q and K, past d_v for V and dO) are zero-filled, so S and
-    // dP are exact and the gradients' columns there come out 0 (and are not stored).
     const TileLoader<Cfg, kBN> kv_loader(tid);
     const TileLoader<Cfg, kBM> q_loader(tid);
     const bool qk_cols = kv_loader.chunk_below(p.d), v_cols = kv_loader.chunk_below(p.d_v);
@@ -175,7 +181,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
       const int rows = p.sq - static_cast<int>(row0);
       q_loader.template load<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, rows, qk_cols);
       q_loader.template load<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, rows, v_cols);
-      // lse_log2 / dsum rows are padded to whole query blocks: no predicate.
       const int64_t stat = (static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + row0;
       if (tid < kBM / 4) {
         arch::cp_async_cg_16(s0 + Cfg::kSmemLse + stage * Cfg::kStatBytes + tid * 16, p.lse_log2 + stat + tid * 4);
@@ -185,12 +190,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
       }
     };
 
-    // ldmatrix lane addressing (warp_gemm.h LaneAddr): the "A" pattern serves A operands and
-    // transposed B operands, the "B" pattern untransposed B operands and the transposed A of dS.
+    // ldmatrix lane addressing (warp_gemm.h LaneAddr), kernel.h's patterns: "A" for A operands
+    // and transposed B operands, "B" for untransposed B operands and dS's transposed A; over the
+    // keys x queries tiles, "A" reads P^T and dS^T as the A of dV and dK.
     const LaneAddr<Cfg> addr_a(0, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane);
     const LaneAddr<Cfg> addr_b(0, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane);
+    const LaneAddr<BwdDsShape<Cfg>> addr_pa(0, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane);
     const LaneAddr<BwdDsShape<Cfg>> addr_ds(0, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane);
-    // dQ tiling: this warp's rows (queries) and columns.
     constexpr int kDqRT = Cfg::kDqRowTiles, kNTdq = Cfg::kNTdq;
     const int dq_row0 = (warp % Cfg::kDqWarpsM) * kDqRT * 16;
     const int dq_col0 = (warp / Cfg::kDqWarpsM) * Cfg::kDqCols;
@@ -211,7 +217,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
       const bool has_next = h_next < h_end;
       arch::cp_async_wait<0>();
       // Q/dO of this block landed for every thread; every warp is done with the previous block's
-      // dS^T (dQ GEMM) and Q/dO stage.
+      // P^T / dS^T (dK, dV, dQ GEMMs) and Q/dO stage.
       __syncthreads();
       if (released >= 0 && tid == 0) {
         cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
@@ -224,26 +230,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
       const uint32_t sQ = s0 + Cfg::kSmemQ + stage * Cfg::kTileQ;
       const uint32_t sDo = s0 + Cfg::kSmemDo + stage * Cfg::kTileQ;
       const int m0 = m * kBM;
-
       const float2* lse = reinterpret_cast<const float2*>(smem + Cfg::kSmemLse + stage * Cfg::kStatBytes);
       const float2* dsum = reinterpret_cast<const float2*>(smem + Cfg::kSmemDsum + stage * Cfg::kStatBytes);
       bool need_mask;
       if constexpr (kLocal) need_mask = local_needs_mask<kBM, kBN>(p, m0, n0);
       else need_mask = m < first_unmasked;
-      // The block's queries in kMSlices slices (fewer live S / dP registers per slice).
+
+      // 1. This warp's S^T and dP^T, one query slice at a time, to P^T and dS^T in shared memory.
 #pragma unroll 1
-      for (int q_off = 0; q_off < kBM; q_off += Cfg::kSliceM) {
-        // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys x the slice's queries.
-        float rS[kNTq][4], rP[kNTq][4];
+      for (int q_off = s_q0; q_off < s_q0 + Cfg::kSdpQueries; q_off += Cfg::kSliceQ) {
+        float rS[kSdpMT][kNTq][4], rP[kSdpMT][kNTq][4];
 #pragma unroll
-        for (int nt = 0; nt < kNTq; ++nt)
+        for (int mt = 0; mt < kSdpMT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) rS[nt][e] = rP[nt][e] = 0.f;
+          for (int nt = 0; nt < kNTq; ++nt)
 #pragma unroll
-        for (int ks = 0; ks < Cfg::kKStepsD; ++ks) {
-          uint32_t ak[4], av[4];
-          arch::ldmatrix_x4(ak, addr_a.addr(sK, wkey0, 2 * ks));
-          arch::ldmatrix_x4(av, addr_a.addr(sV, wkey0, 2 * ks));
+            for (int e = 0; e < 4; ++e) rS[mt][nt][e] = rP[mt][nt][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < kD / 16; ++ks) {
+          uint32_t ak[kSdpMT][4], av[kSdpMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kSdpMT; ++mt) {
+            arch::ldmatrix_x4(ak[mt], addr_a.addr(sK, s_key0 + mt * 16, 2 * ks));
+            arch::ldmatrix_x4(av[mt], addr_a.addr(sV, s_key0 + mt * 16, 2 * ks));
+          }
 #pragma unroll
           for (int np = 0; np < kNTq / 2; ++np) {
             uint32_t bq[4], bd[4];
@@ -251,91 +261,89 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
             arch::ldmatrix_x4(bd, addr_b.addr(sDo, q_off + np * 16, 2 * ks));
             const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
             const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            arch::mma_m16n8k16_f32<kBf16>(rS[2 * np], ak, q0);
-            arch::mma_m16n8k16_f32<kBf16>(rS[2 * np + 1], ak, q1);
-            arch::mma_m16n8k16_f32<kBf16>(rP[2 * np], av, d0);
-            arch::mma_m16n8k16_f32<kBf16>(rP[2 * np + 1], av, d1);
-          }
-        }
-
-        // P^T = exp2(S^T scale_log2 - lse_log2) (0 where the rule hides the pair; lse_log2 is
-        // +inf on rows that see no key and on padding rows), dS^T = P^T (dP^T - dsum), packed as
-        // the A fragments of the k16 steps over the slice's queries.
-        const int key_r = n0 + wkey0 + (lane >> 2);
-        uint32_t aP[kKStepsM][4], aDs[kKStepsM][4];
-        if constexpr (!kLocal) {
 #pragma unroll
-          for (int nt = 0; nt < kNTq; ++nt) {
-            const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
-            const float2 l = lse[i2], ds = dsum[i2];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              float pv = arch::ex2_approx_ftz(fmaf(rS[nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
-              if (need_mask) {
-                const int key = key_r + 8 * (e >> 1);
-                const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
-                if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
-              }
-              rS[nt][e] = pv;
-              rP[nt][e] = pv * (rP[nt][e] - ((e & 1) ? ds.y : ds.x));
+            for (int mt = 0; mt < kSdpMT; ++mt) {
+              arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np], ak[mt], q0);
+              arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np + 1], ak[mt], q1);
+              arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np], av[mt], d0);
+              arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np + 1], av[mt], d1);
             }
           }
-        } else {
-          local_scores(rS, rP, lse, dsum, p, b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
         }
 #pragma unroll
-        for (int kq = 0; kq < kKStepsM; ++kq) {
-          aP[kq][0] = arch::pack_f32x2<kBf16>(rS[2 * kq][0], rS[2 * kq][1]);
-          aP[kq][1] = arch::pack_f32x2<kBf16>(rS[2 * kq][2], rS[2 * kq][3]);
-          aP[kq][2] = arch::pack_f32x2<kBf16>(rS[2 * kq + 1][0], rS[2 * kq + 1][1]);
-          aP[kq][3] = arch::pack_f32x2<kBf16>(rS[2 * kq + 1][2], rS[2 * kq + 1][3]);
-          aDs[kq][0] = arch::pack_f32x2<kBf16>(rP[2 * kq][0], rP[2 * kq][1]);
-          aDs[kq][1] = arch::pack_f32x2<kBf16>(rP[2 * kq][2], rP[2 * kq][3]);
-          aDs[kq][2] = arch::pack_f32x2<kBf16>(rP[2 * kq + 1][0], rP[2 * kq + 1][1]);
-          aDs[kq][3] = arch::pack_f32x2<kBf16>(rP[2 * kq + 1][2], rP[2 * kq + 1][3]);
-        }
-
-        // dV += P^T dO, dK += dS^T Q over this warp's column slice (B operands transposed).
+        for (int mt = 0; mt < kSdpMT; ++mt) {
+          // P^T = exp2(S^T scale_log2 - lse_log2) (0 where the rule hides the pair), dS^T = P^T
+          // (dP^T - dsum); element (nt, e) is key key_r + 8 (e >> 1), query m0 + q_off + 8 nt +
+          // 2 (lane % 4) + (e & 1).
+          const int key_r = n0 + s_key0 + mt * 16 + (lane >> 2);
+          if constexpr (!kLocal) {
 #pragma unroll
-        for (int kq = 0; kq < kKStepsM; ++kq) {
+            for (int nt = 0; nt < kNTq; ++nt) {
+              const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
+              const float2 l = lse[i2], ds = dsum[i2];
 #pragma unroll
-          for (int np = 0; np < kNTc / 2; ++np) {
-            uint32_t bd[4], bq[4];
-            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, q_off + kq * 16, col0 / 8 + 2 * np));
-            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, q_off + kq * 16, col0 / 8 + 2 * np));
-            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
-            arch::mma_m16n8k16_f32<kBf16>(rdV[2 * np], aP[kq], d0);
-            arch::mma_m16n8k16_f32<kBf16>(rdV[2 * np + 1], aP[kq], d1);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[2 * np], aDs[kq], q0);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[2 * np + 1], aDs[kq], q1);
+              for (int e = 0; e < 4; ++e) {
+                float pv = arch::ex2_approx_ftz(fmaf(rS[mt][nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
+                if (need_mask) {
+                  const int key = key_r + 8 * (e >> 1);
+                  const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
+                  if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
+                }
+                rS[mt][nt][e] = pv;
+                rP[mt][nt][e] = pv * (rP[mt][nt][e] - ((e & 1) ? ds.y : ds.x));
+              }
+            }
+          } else {
+            local_scores(rS[mt], rP[mt], lse, dsum, p, b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
           }
-        }
-
-        // dS^T to shared memory (keys x queries), one warp of each column split writing it.
-        if (warp % Cfg::kDSplit == 0) {
           constexpr int kRowBytes = kBM * 2;
 #pragma unroll
-          for (int kq = 0; kq < kKStepsM; ++kq)
+          for (int nt = 0; nt < kNTq; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int row = wkey0 + (lane >> 2) + 8 * (i & 1);
-              const int chunk = q_off / 8 + 2 * kq + (i >> 1);
-              *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemDs + swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, chunk) +
-                                           4 * (lane & 3)) = aDs[kq][i];
+            for (int hh = 0; hh < 2; ++hh) {
+              const int row = s_key0 + mt * 16 + (lane >> 2) + 8 * hh;
+              const uint32_t off = swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, q_off / 8 + nt) + 4 * (lane & 3);
+              *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemP + off) =
+                  arch::pack_f32x2<kBf16>(rS[mt][nt][2 * hh], rS[mt][nt][2 * hh + 1]);
+              *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemDs + off) =
+                  arch::pack_f32x2<kBf16>(rP[mt][nt][2 * hh], rP[mt][nt][2 * hh + 1]);
             }
         }
       }
+      __syncthreads();  // P^T and dS^T complete
+
+      // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed).
+#pragma unroll
+      for (int kq = 0; kq < kBM / 16; ++kq) {
+        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kDkvMT; ++mt) {
+          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+        }
+#pragma unroll
+        for (int np = 0; np < kNTc / 2; ++np) {
+          uint32_t bd[4], bq[4];
+          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+#pragma unroll
+          for (int mt = 0; mt < kDkvMT; ++mt) {
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+          }
+        }
+      }
+
       // Deterministic: wait for this block's turn in query block m's order of additions.
       const int64_t chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
       int turn = n_block;
       if (deterministic) {
-        if constexpr (kCausal) {
-          turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
-        }
+        if constexpr (kCausal) turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
         if constexpr (kLocal) {
-          // n_block_range(m).lo = key_begin(m0) / kBN, in 32-bit arithmetic (|m0 + sk - sq - left|
-          // <= sq + sk, common/mask.h).
           const int first = m0 + (p.sk - p.sq) - p.window_left;
           turn = n_block - min(max(first, 0), p.sk) / kBN;
         }
@@ -345,57 +353,63 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
           }
         }
       }
-      __syncthreads();  // dS^T complete; every warp is done reading this stage's Q / dO
-      if constexpr (!Cfg::kDoubleBuffer) {
-        if (has_next) load_q(0, h_next, m_next);  // under the dQ GEMM
-        arch::cp_async_commit();
+      if (!Cfg::kDoubleBuffer || deterministic) {
+        __syncthreads();  // every warp done with this stage's Q / dO; the turn is ours
+        if constexpr (!Cfg::kDoubleBuffer) {
+          if (has_next) load_q(0, h_next, m_next);  // under the dQ GEMM
+          arch::cp_async_commit();
+        }
       }
 
-      // dQ (this warp's rows and columns) = dS K over the block's keys, added into the accumulator.
-      float rdQ[kDqRT][kNTdq][4];
+      // 3. dQ (this warp's rows and columns) = dS K over the block's keys, into the accumulator,
+      // kDqPasses column passes.
+#pragma unroll 1
+      for (int dq_c0 = dq_col0; dq_c0 < dq_col0 + Cfg::kDqCols; dq_c0 += Cfg::kDqCols / Cfg::kDqPasses) {
+        float rdQ[kDqRT][kNTdq][4];
 #pragma unroll
-      for (int rt = 0; rt < kDqRT; ++rt)
+        for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
-        for (int nt = 0; nt < kNTdq; ++nt)
+          for (int nt = 0; nt < kNTdq; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
+            for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < Cfg::kKStepsN; ++ks) {
-        uint32_t ads[kDqRT][4];
+        for (int ks = 0; ks < kBN / 16; ++ks) {
+          uint32_t ads[kDqRT][4];
 #pragma unroll
-        for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
+          for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
 #pragma unroll
-        for (int np = 0; np < kNTdq / 2; ++np) {
-          uint32_t bk[4];
-          arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_col0 / 8 + 2 * np));
-          const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
+          for (int np = 0; np < kNTdq / 2; ++np) {
+            uint32_t bk[4];
+            arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
+            const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
 #pragma unroll
-          for (int rt = 0; rt < kDqRT; ++rt) {
-            arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
-            arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
-          }
-        }
-      }
-      float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + m0) * kD;
-#pragma unroll
-      for (int rt = 0; rt < kDqRT; ++rt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
-          if (m0 + row >= p.sq) continue;  // padding rows: their dS is 0
-#pragma unroll
-          for (int nt = 0; nt < kNTdq; ++nt) {
-            float* dst = acc + row * kD + dq_col0 + nt * 8 + 2 * (lane & 3);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            if constexpr (Cfg::kVectorAtomics) {
-              atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
-              continue;
+            for (int rt = 0; rt < kDqRT; ++rt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
             }
-#endif
-            atomicAdd(dst, rdQ[rt][nt][2 * hh]);
-            atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
           }
         }
+        float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + m0) * kD;
+#pragma unroll
+        for (int rt = 0; rt < kDqRT; ++rt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
+            if (m0 + row >= p.sq) continue;  // padding rows: their dS is 0
+#pragma unroll
+            for (int nt = 0; nt < kNTdq; ++nt) {
+              float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+              if constexpr (Cfg::kVectorAtomics) {
+                atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+                continue;
+              }
+#endif
+              atomicAdd(dst, rdQ[rt][nt][2 * hh]);
+              atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
+            }
+          }
+      }
       if (deterministic) {
         __threadfence();  // this thread's additions before thread 0's release (next barrier)
         released = chunk;
@@ -418,21 +432,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) sm80_bwd_kernel(const __grid
   Elem* dk = static_cast<Elem*>(p.dk) + b * p.dk_sb + hk * p.dk_sh;
   Elem* dv = static_cast<Elem*>(p.dv) + b * p.dv_sb + hk * p.dv_sh;
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int key = n0 + wkey0 + (lane >> 2) + 8 * hh;
-    if (key >= p.sk) continue;
+  for (int mt = 0; mt < kDkvMT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNTc; ++nt) {
-      const int col = col0 + nt * 8 + 2 * (lane & 3);
-      if (col < p.d) {
-        *reinterpret_cast<uint32_t*>(dk + key * p.dk_ss + col) =
-            arch::pack_f32x2<kBf16>(rdK[nt][2 * hh] * p.scale, rdK[nt][2 * hh + 1] * p.scale);
-      }
-      if (col < p.d_v) {
-        *reinterpret_cast<uint32_t*>(dv + key * p.dv_ss + col) = arch::pack_f32x2<kBf16>(rdV[nt][2 * hh], rdV[nt][2 * hh + 1]);
+    for (int hh = 0; hh < 2; ++hh) {
+      const int key = n0 + kv_key0 + mt * 16 + (lane >> 2) + 8 * hh;
+      if (key >= p.sk) continue;
+#pragma unroll
+      for (int nt = 0; nt < kNTc; ++nt) {
+        const int col = kv_col0 + nt * 8 + 2 * (lane & 3);
+        if (col < p.d) {
+          *reinterpret_cast<uint32_t*>(dk + key * p.dk_ss + col) =
+              arch::pack_f32x2<kBf16>(rdK[mt][nt][2 * hh] * p.scale, rdK[mt][nt][2 * hh + 1] * p.scale);
+        }
+        if (col < p.d_v) {
+          *reinterpret_cast<uint32_t*>(dv + key * p.dv_ss + col) =
+              arch::pack_f32x2<kBf16>(rdV[mt][nt][2 * hh], rdV[mt][nt][2 * hh + 1]);
+        }
       }
     }
-  }
 }
 
 }  // namespace flashattn::sm80

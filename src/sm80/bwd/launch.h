@@ -7,14 +7,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "api/backends.h"
 #include "common/scratch.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/kernel.h"
-#include "sm80/bwd/kernel_tiled.h"
 #include "sm80/bwd/prepost.h"
 
 namespace flashattn::sm80 {
@@ -90,10 +88,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
       return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};
   }
 
-  auto* kernel = [] {
-    if constexpr (Cfg::kTiled) return &sm80_bwd_tiled_kernel<Cfg, Elem, Kind>;
-    else return &sm80_bwd_kernel<Cfg, Elem, Kind>;
-  }();
+  auto* kernel = &sm80_bwd_kernel<Cfg, Elem, Kind>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
     return detail::check_launch("backend sm80 backward: shared memory opt-in");
   kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
@@ -113,33 +108,6 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((vecs + 255) / 256, 65536));
   sm80_bwd_postprocess<Cfg::kHeadDim, Elem><<<blocks, 256, 0, stream>>>(post);
   return detail::check_launch("backend sm80 backward: postprocess");
-}
-
-// Which configuration serves a plain call: a temporary A/B switch, read per call from the
-// environment variable FLASHATTN_SM80_BWD_VARIANT ("old": kernel.h's 16-key warps; "1", "2":
-// the head dim's alternative tiled configurations; anything else: the tiled default). Removed
-// once measured.
-inline int bwd_variant() {
-  const char* e = std::getenv("FLASHATTN_SM80_BWD_VARIANT");
-  if (e == nullptr) return 0;
-  const std::string v(e);
-  return v == "old" ? -1 : v == "1" ? 1 : v == "2" ? 2 : 0;
-}
-
-template <class Cfg, class Elem>
-Status launch_bwd_plain(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<Cfg, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Cfg, Elem, MaskKind::kNone>(p, stream);
-}
-
-// The plain (kNone / kCausal) kernels of the A/B, fp16 and bf16.
-template <class Elem, class Old, class Tiled, class Alt1, class Alt2>
-Status launch_bwd_ab(const detail::BwdParams& p, cudaStream_t stream) {
-  switch (bwd_variant()) {
-    case -1: return launch_bwd_plain<Old, Elem>(p, stream);
-    case 1: return launch_bwd_plain<Alt1, Elem>(p, stream);
-    case 2: return launch_bwd_plain<Alt2, Elem>(p, stream);
-    default: return launch_bwd_plain<Tiled, Elem>(p, stream);
-  }
 }
 
 // Defined in bwd/instantiations/bwd_d{64,128,256}.cu: the shipped configuration of head dim D

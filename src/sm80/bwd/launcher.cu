@@ -20,23 +20,12 @@ constexpr int kBwdHeadDims[] = {64, 128, 256};
 // those tests passed on a device (tests/cpu/test_dispatch.cpp's feature block follows it).
 constexpr bool kServeFeatures = true;
 
-// Shared memory of the configurations serving kernel head dim hd (the feature kernels' too; the
-// largest of the layout A/B's, bwd/launch.h).
-template <class... Cfg>
-constexpr int max_smem() {
-  return std::max({Cfg::kSmemBytes...});
-}
+// Shared memory of the configurations serving kernel head dim hd (plain and feature).
 constexpr int bwd_smem_bytes(int hd) {
   using namespace sm80;
-  return hd == 64 ? max_smem<Sm80BwdConfig<kSm80BwdD64>, Sm80BwdTiledConfig<kSm80BwdTiledD64>,
-                             Sm80BwdTiledConfig<kSm80BwdTiledD64Alt1>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD64Alt2>>()
-         : hd == 128 ? max_smem<Sm80BwdConfig<kSm80BwdD128>, Sm80BwdTiledConfig<kSm80BwdTiledD128>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt1>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD128Alt2>>()
-                     : max_smem<Sm80BwdConfig<kSm80BwdD256>, Sm80BwdTiledConfig<kSm80BwdTiledD256>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt1>,
-                                Sm80BwdTiledConfig<kSm80BwdTiledD256Alt2>>();
+  return hd == 64    ? std::max(Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Feature>::kSmemBytes)
+         : hd == 128 ? std::max(Sm80BwdConfig<kSm80BwdD128>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128Feature>::kSmemBytes)
+                     : std::max(Sm80BwdConfig<kSm80BwdD256>::kSmemBytes, Sm80BwdConfig<kSm80BwdD256Feature>::kSmemBytes);
 }
 
 }  // namespace

@@ -6,18 +6,16 @@ namespace flashattn::sm80 {
 
 using BwdCfg256 = Sm80BwdConfig<kSm80BwdD256>;
 
-using BwdTiled256 = Sm80BwdTiledConfig<kSm80BwdTiledD256>;
-using BwdTiled256Alt1 = Sm80BwdTiledConfig<kSm80BwdTiledD256Alt1>;
-using BwdTiled256Alt2 = Sm80BwdTiledConfig<kSm80BwdTiledD256Alt2>;
-
 template <>
 Status run_bwd<256, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd_ab<__nv_bfloat16, BwdCfg256, BwdTiled256, BwdTiled256Alt1, BwdTiled256Alt2>(p, stream);
+  return p.causal ? launch_bwd<BwdCfg256, __nv_bfloat16, MaskKind::kCausal>(p, stream)
+                  : launch_bwd<BwdCfg256, __nv_bfloat16, MaskKind::kNone>(p, stream);
 }
 
 template <>
 Status run_bwd<256, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd_ab<__half, BwdCfg256, BwdTiled256, BwdTiled256Alt1, BwdTiled256Alt2>(p, stream);
+  return p.causal ? launch_bwd<BwdCfg256, __half, MaskKind::kCausal>(p, stream)
+                  : launch_bwd<BwdCfg256, __half, MaskKind::kNone>(p, stream);
 }
 
 }  // namespace flashattn::sm80

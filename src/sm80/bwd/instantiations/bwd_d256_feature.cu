@@ -1,5 +1,5 @@
 // sm80 backward, head dim 256, sliding window / softcap / ALiBi: bwd/config.h kSm80BwdD256Feature
-// (the plain kSm80BwdD256 in 16-query slices) with the kLocal mask, fp16 and bf16. A translation
+// (the plain kSm80BwdD256) with the kLocal mask, fp16 and bf16. A translation
 // unit of its own, so the plain kernels' units compile as before.
 #include "sm80/bwd/launch.h"
 
@@ -7,12 +7,12 @@ namespace flashattn::sm80 {
 
 template <>
 Status run_bwd_feature<256, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd<Sm80BwdTiledConfig<kSm80BwdTiledD256>, __nv_bfloat16, MaskKind::kLocal>(p, stream);
+  return launch_bwd<Sm80BwdConfig<kSm80BwdD256Feature>, __nv_bfloat16, MaskKind::kLocal>(p, stream);
 }
 
 template <>
 Status run_bwd_feature<256, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return launch_bwd<Sm80BwdTiledConfig<kSm80BwdTiledD256>, __half, MaskKind::kLocal>(p, stream);
+  return launch_bwd<Sm80BwdConfig<kSm80BwdD256Feature>, __half, MaskKind::kLocal>(p, stream);
 }
 
 }  // namespace flashattn::sm80
