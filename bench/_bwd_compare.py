@@ -29,8 +29,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DIRECTIONS = ("fwd", "bwd", "fwdbwd")
 
-# Multiples of the forward's 4*B*H*Sq*Sk*D: the backward's five matmuls against the forward's
-# two make it 2.5x (FlashAttention's convention); forward + backward is 3.5x.
+# Multiples of the forward's 4*B*H*Sq*Sk*D (2*B*H*Sq*Sk*(D + Dv) when v's head dim Dv differs
+# from D): the backward's five matmuls against the forward's two make it 2.5x (FlashAttention's
+# convention); forward + backward is 3.5x.
 FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}
 
 GRAD_ATOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}  # as tests/python/_reference.py
@@ -38,18 +39,20 @@ GRAD_ATOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}  # as tests/python/_refe
 SDPA_BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION}
 
 
-def flops(B, H, Sq, Sk, D, causal, direction):
-    """FLOPs of one call: the forward's 4*B*H*Sq*Sk*D (halved for causal with Sq == Sk, as the
-    forward counts) times FLOP_FACTOR[direction]."""
+def flops(B, H, Sq, Sk, D, causal, direction, Dv=None):
+    """FLOPs of one call: the forward's 2*B*H*Sq*Sk*(D + Dv) -- QK^T over q/k's head dim D, PV
+    over v's Dv (default D: 4*B*H*Sq*Sk*D exactly) -- halved for causal with Sq == Sk, as the
+    forward counts, times FLOP_FACTOR[direction]."""
+    Dv = D if Dv is None else Dv
     half = 0.5 if causal and Sq == Sk else 1.0
-    return 4 * B * H * Sq * Sk * D * half * FLOP_FACTOR[direction]
+    return 2 * B * H * Sq * Sk * (D + Dv) * half * FLOP_FACTOR[direction]
 
 
 # ----------------------------------------------------------------------------- reference
 
 def _ref_grads_chunk(q, k, v, dout, causal, dtype):
     """(dq, dk, dv) in fp32 of sum(dout * attention(q, k, v)) computed in dtype, by autograd;
-    q, k, v, dout are (b, h, S, D) chunks with equal heads."""
+    q, k are (b, h, S, D) and v, dout (b, h, S, Dv) chunks with equal heads."""
     with torch.enable_grad():
         qd, kd, vd = (t.detach().to(dtype).requires_grad_() for t in (q, k, v))
         Sq, Sk, D = qd.shape[-2], kd.shape[-2], qd.shape[-1]
@@ -65,10 +68,10 @@ def _ref_grads_chunk(q, k, v, dout, causal, dtype):
 
 
 def grad_errors(grads, q, k, v, dout, causal, budget_bytes=2 << 30):
-    """max|g - ref_fp32| for each of (dq, dk, dv) (B, S, H, D) and, when q's dtype is low
-    precision, the same-dtype naive backward's error next to it; computed in (batch, head)
-    chunks so long rows fit in memory. k/v heads are repeated for GQA, and their gradients
-    summed back per chunk of whole KV-head groups."""
+    """max|g - ref_fp32| for each of (dq, dk, dv) ((B, S, H, D), dv's head dim Dv) and, when
+    q's dtype is low precision, the same-dtype naive backward's error next to it; computed in
+    (batch, head) chunks so long rows fit in memory. k/v heads are repeated for GQA, and their
+    gradients summed back per chunk of whole KV-head groups."""
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     rep = Hq // Hkv

@@ -16,8 +16,14 @@ triton.testing.do_bench medians, prints a table, and writes JSON + a bar chart P
   fwdbwd  forward and backward in one call, as a training step runs them.
 In bwd/fwdbwd the check also compares our dq, dk, dv with an fp32 reference (the same rule).
 
+--dv N gives v (and out, dout) head dim N while q and k keep D (e.g. --dims 192 --dv 128); the
+default is D. H stays hidden / D. An SDPA backend that refuses the shape (PyTorch's FA2 wants
+equal head dims) is reported n/a with PyTorch's reason; ours is still checked and timed.
+
 FLOPs = 4*B*H*Sq*Sk*D for the forward, halved for causal (Sq == Sk); the backward counts 2.5x
-that and forward+backward 3.5x (FlashAttention's convention).
+that and forward+backward 3.5x (FlashAttention's convention). With --dv the forward's
+4*B*H*Sq*Sk*D becomes 2*B*H*Sq*Sk*(D + Dv) (QK^T over D, PV over Dv), the same number when
+Dv == D.
 
     python bench/compare.py                  # full grid, backend auto, docs/perf/
     python bench/compare.py --quick          # a few points
@@ -26,10 +32,13 @@ that and forward+backward 3.5x (FlashAttention's convention).
                                              # cuDNN alone (e.g. under ncu: scripts/profile-sm90.sh)
     python bench/compare.py --direction bwd --timer graph --quick
                                              # backward kernels only, vs cuDNN's and FA2's
+    python bench/compare.py --timer graph --dims 192 --dv 128 --no-seed
+                                             # q/k head dim 192, v/out 128 (-d192v128 files)
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -39,6 +48,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +129,8 @@ def environment():
 # ----------------------------------------------------------------------------- reference
 
 def _ref_chunk(q, k, v, causal, dtype):
-    """q (b, h, Sq, D), k/v (b, h, Sk, D) -> out (b, h, Sq, D) in dtype, lse (b, h, Sq) fp32."""
+    """q (b, h, Sq, D), k (b, h, Sk, D), v (b, h, Sk, Dv) -> out (b, h, Sq, Dv) in dtype, lse
+    (b, h, Sq) fp32; the scale is 1/sqrt(D), q's head dim."""
     Sq, Sk, D = q.shape[-2], k.shape[-2], q.shape[-1]
     s = torch.matmul(q.to(dtype), k.to(dtype).transpose(-1, -2)) * (1.0 / math.sqrt(D))
     if causal:
@@ -133,7 +144,8 @@ def _ref_chunk(q, k, v, causal, dtype):
 
 def check(out, lse, q, k, v, causal, budget_bytes=2 << 30):
     """Errors of out/lse vs the fp32 reference next to the low-precision naive yardstick,
-    computed in (batch, head) chunks so 16k-long rows fit in memory."""
+    computed in (batch, head) chunks so 16k-long rows fit in memory. q/k (B, S, H, D), v and
+    out (B, S, H, Dv)."""
     B, Sq, H, D = q.shape
     Sk = k.shape[1]
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -164,7 +176,7 @@ def _inf_safe_err(a, b):
 
 
 def max_err_vs_ref(out, q, k, v, causal):
-    """max|out - ref_fp32| for an SDPA output (B, S, H, D), chunked like check()."""
+    """max|out - ref_fp32| for an SDPA output (B, S, H, Dv), chunked like check()."""
     B, Sq, H, D = q.shape
     Sk = k.shape[1]
     qt, kt, vt, ot = (t.transpose(1, 2) for t in (q, k, v, out))
@@ -247,19 +259,49 @@ def timed_fn(name, args, q, k, v, dout, causal):
                               args.deterministic), None
 
 
+# The header line PyTorch warns before the reasons one SDPA backend was not picked ("Flash
+# attention kernel not used because:", "CuDNN attention kernel not used because:") names it so.
+_SDPA_WARN_NAME = {"cudnn": "cudnn", "fa2": "flash"}
+_rewarned = set()  # warnings re-issued after a successful run, each once (as by default)
+
+
+def sdpa_refusal_reasons(messages, name):
+    """The reasons among the warning texts `messages` that PyTorch gave for not running `name`'s
+    SDPA backend (when no kernel is available it warns, per backend, a header line and then its
+    reasons, then raises "No available kernel"): the lines under `name`'s header, or every
+    non-header line when no header names it. "(Triggered internally at ...)" tails dropped."""
+    lines = [m.split(" (Triggered internally")[0].strip() for m in messages]
+    mine, others, inside = [], [], False
+    for line in lines:
+        if line.lower().endswith("not used because:"):
+            inside = _SDPA_WARN_NAME[name] in line.lower()
+            continue
+        if line:
+            (mine if inside else others).append(line)
+    return mine or others
+
+
+def _error_text(e, reasons=()):
+    text = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+    if reasons:
+        text += " [" + "; ".join(dict.fromkeys(reasons)) + "]"
+    return text[:600]
+
+
 def run_point(pt, args):
     B, S, H, D, causal, dtype = pt["B"], pt["S"], pt["H"], pt["D"], pt["causal"], pt["dtype"]
+    Dv = pt.get("Dv", D)  # v's, out's and dout's head dim
     dt = DTYPES[dtype]
     g = torch.Generator(device="cuda").manual_seed(0)
 
-    def rnd():
-        return (torch.randn(B, S, H, D, device="cuda", generator=g) + 0.3).to(dt)
+    def rnd(d):
+        return (torch.randn(B, S, H, d, device="cuda", generator=g) + 0.3).to(dt)
 
-    q, k, v = rnd(), rnd(), rnd()
+    q, k, v = rnd(D), rnd(D), rnd(Dv)
     # The gradient flowing into out, for the backward directions (same for every library).
     dout = None if args.direction == "fwd" else torch.randn(
-        B, S, H, D, device="cuda", generator=g).to(dt)
-    flops = bwd.flops(B, H, S, S, D, causal, args.direction)
+        B, S, H, Dv, device="cuda", generator=g).to(dt)
+    flops = bwd.flops(B, H, S, S, D, causal, args.direction, Dv)
     row = dict(pt, direction=args.direction, flops=flops)
     if "ours" in args.impls:
         check_ours(row, q, k, v, causal, args.backend, dout, args.deterministic)
@@ -269,22 +311,37 @@ def run_point(pt, args):
         row[f"{name}_ms"] = row[f"{name}_tflops"] = None
         if name not in args.impls or (name == "ours" and row["status"] != "ok"):
             continue
+        # An SDPA backend's refusal (e.g. FA2 with Dv != D) is a RuntimeError "No available
+        # kernel" whose reasons PyTorch gives only as warnings: recorded here, kept in the error.
+        caught = None
         try:
-            fn, stream = timed_fn(name, args, q, k, v, dout, causal)
-            if name != "ours" and args.check_sdpa:
-                res = fn()
-                torch.cuda.synchronize()
-                if args.direction == "fwd":
-                    row[f"{name}_err"] = max_err_vs_ref(res.transpose(1, 2), q, k, v, causal)
-                else:
-                    row[f"{name}_grad_err"] = bwd.grad_errors(res, q, k, v, dout, causal)[0]
-                del res
-            ms = bench_ms(fn, args.warmup, args.rep, args.timer, stream)
-            row[f"{name}_ms"] = ms
-            row[f"{name}_tflops"] = flops / (ms * 1e-3) / 1e12
-            del fn
-        except Exception as e:  # an SDPA backend that does not take this shape
-            row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            with (warnings.catch_warnings(record=True) if name != "ours"
+                  else contextlib.nullcontext()) as caught:
+                if caught is not None:
+                    warnings.simplefilter("always")
+                fn, stream = timed_fn(name, args, q, k, v, dout, causal)
+                if name != "ours" and args.check_sdpa:
+                    res = fn()
+                    torch.cuda.synchronize()
+                    if args.direction == "fwd":
+                        row[f"{name}_err"] = max_err_vs_ref(res.transpose(1, 2), q, k, v, causal)
+                    else:
+                        row[f"{name}_grad_err"] = bwd.grad_errors(res, q, k, v, dout, causal)[0]
+                    del res
+                ms = bench_ms(fn, args.warmup, args.rep, args.timer, stream)
+                row[f"{name}_ms"] = ms
+                row[f"{name}_tflops"] = flops / (ms * 1e-3) / 1e12
+                del fn
+        except Exception as e:  # an SDPA backend that does not take this shape: n/a
+            reasons = sdpa_refusal_reasons([str(w.message) for w in caught], name) if (
+                caught and name != "ours") else ()
+            row[f"{name}_error"] = _error_text(e, reasons)
+        else:
+            for w in caught or ():  # a run that worked: its warnings go out as they would have
+                key = (str(w.message), w.category, w.filename, w.lineno)
+                if key not in _rewarned:
+                    _rewarned.add(key)
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     for other in ("cudnn", "fa2"):
         a, b = row["ours_tflops"], row[f"{other}_tflops"]
         row[f"ours_over_{other}"] = a / b if a and b else None
@@ -301,8 +358,11 @@ def grid(args):
     for d in args.dims:
         for s in args.seqlens:
             for c in causals:
-                pts.append({"label": "grid", "B": max(1, args.tokens // s), "S": s,
-                            "H": args.hidden // d, "D": d, "causal": c, "dtype": args.dtype})
+                pt = {"label": "grid", "B": max(1, args.tokens // s), "S": s,
+                      "H": args.hidden // d, "D": d, "causal": c, "dtype": args.dtype}
+                if args.dv is not None:  # only then: rows without --dv are as they were
+                    pt["Dv"] = args.dv
+                pts.append(pt)
     if not args.no_seed:
         pts.append({"label": "seed", "B": 1, "S": 1024, "H": 64, "D": 128, "causal": False,
                     "dtype": "fp16"})
@@ -313,15 +373,28 @@ def fmt(x, spec=".1f"):
     return "-" if x is None else format(x, spec)
 
 
+def tflops_cell(r, name):
+    """`name`'s TFLOPS in row r, "n/a" where it failed to run (r[name_error]), "-" where not run."""
+    return "n/a" if r.get(f"{name}_error") else fmt(r[f"{name}_tflops"])
+
+
+def head_dims(r):
+    """"192v128" for q/k head dim 192 and v's 128; just "128" when they are equal."""
+    dv = r.get("Dv", r["D"])
+    return str(r["D"]) if dv == r["D"] else f"{r['D']}v{dv}"
+
+
 def print_table(rows):
-    hdr = (f"{'point':<6} {'dtype':<5} {'D':>4} {'S':>6} {'B':>3} {'H':>3} {'causal':<6} "
+    dw = max([4] + [len(head_dims(r)) for r in rows])
+    hdr = (f"{'point':<6} {'dtype':<5} {'D':>{dw}} {'S':>6} {'B':>3} {'H':>3} {'causal':<6} "
            f"{'backend':<9} {'ours':>7} {'cuDNN':>7} {'FA2':>7} {'/cuDNN':>7} {'/FA2':>6}  status")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        print(f"{r['label']:<6} {r['dtype']:<5} {r['D']:>4} {r['S']:>6} {r['B']:>3} {r['H']:>3} "
-              f"{'yes' if r['causal'] else 'no':<6} {r.get('resolved', '-'):<9} "
-              f"{fmt(r['ours_tflops']):>7} {fmt(r['cudnn_tflops']):>7} {fmt(r['fa2_tflops']):>7} "
+        print(f"{r['label']:<6} {r['dtype']:<5} {head_dims(r):>{dw}} {r['S']:>6} {r['B']:>3} "
+              f"{r['H']:>3} {'yes' if r['causal'] else 'no':<6} {r.get('resolved', '-'):<9} "
+              f"{tflops_cell(r, 'ours'):>7} {tflops_cell(r, 'cudnn'):>7} "
+              f"{tflops_cell(r, 'fa2'):>7} "
               f"{fmt(r['ours_over_cudnn'], '.2f'):>7} {fmt(r['ours_over_fa2'], '.2f'):>6}  "
               f"{r['status']}" + (f" ({r['error']})" if r.get("error") else "")
               + (f" err {r['check']['out_err']:.2e} > {r['check']['out_bound']:.2e} / lse "
@@ -333,13 +406,34 @@ def print_table(rows):
                  if r["status"] == "FAIL" and "grad_check" in r else ""))
     direction = rows[0].get("direction", "fwd") if rows else "fwd"
     print(f"({DIRECTION_NAMES[direction]} TFLOPS; ratios are ours / theirs; do_bench medians)")
+    for line in na_notes(rows):
+        print(line)
 
 
+def na_notes(rows):
+    """One line per (implementation, error) behind the table's n/a cells, with the points."""
+    seen = {}
+    for r in rows:
+        for name in ("cudnn", "fa2"):
+            if r.get(f"{name}_error"):
+                seen.setdefault((name, r[f"{name}_error"]), []).append(
+                    f"{head_dims(r)}/{r['S']}/{'c' if r['causal'] else 'nc'}")
+    return [f"n/a {IMPL_NAMES[name]} at {len(pts)} point(s) ({', '.join(pts[:4])}"
+            f"{', ...' if len(pts) > 4 else ''}): {err}" for (name, err), pts in seen.items()]
+
+
+IMPL_NAMES = {"ours": "ours", "cudnn": "cuDNN", "fa2": "FA2"}
 DIRECTION_NAMES = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward+backward"}
 FLOPS_DOC = {
     "fwd": "4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
     "bwd": "2.5 * 4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
     "fwdbwd": "3.5 * 4*B*H*Sq*Sk*D, halved for causal with Sq == Sk",
+}
+# With --dv (v's head dim Dv): QK^T over D and PV over Dv.
+FLOPS_DOC_DV = {
+    "fwd": "2*B*H*Sq*Sk*(D + Dv), halved for causal with Sq == Sk",
+    "bwd": "2.5 * 2*B*H*Sq*Sk*(D + Dv), halved for causal with Sq == Sk",
+    "fwdbwd": "3.5 * 2*B*H*Sq*Sk*(D + Dv), halved for causal with Sq == Sk",
 }
 
 
@@ -350,9 +444,9 @@ def plot(rows, env, path, backend, direction="fwd"):
 
     groups = {}
     for r in rows:
-        key = (r["label"], r["dtype"], r["D"], r["causal"])
+        key = (r["label"], r["dtype"], r["D"], r["causal"], r.get("Dv", r["D"]))
         groups.setdefault(key, []).append(r)
-    keys = sorted(groups, key=lambda k: (k[0] != "grid", k[2], k[3]))
+    keys = sorted(groups, key=lambda k: (k[0] != "grid", k[2], k[4], k[3]))
     ncol = 2
     nrow = max(1, math.ceil(len(keys) / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.5 * ncol, 3.3 * nrow), squeeze=False)
@@ -374,10 +468,15 @@ def plot(rows, env, path, backend, direction="fwd"):
             if r["status"] != "ok":
                 ax.annotate(r["status"], (x, 0), ha="center", va="bottom", fontsize=7,
                             color="red")
-        label, dtype, d, causal = key
+            for i, name in ((0, "cudnn"), (1, "fa2")):
+                if r.get(f"{name}_error"):  # refused: n/a under its (empty) bar
+                    ax.annotate("n/a", (x + i * w, 0), ha="center", va="bottom", fontsize=6,
+                                color="#555555")
+        label, dtype, d, causal, dv = key
         ax.set_xticks(list(xs))
         ax.set_xticklabels([f"{r['S'] // 1024}k" if r["S"] >= 1024 else str(r["S"]) for r in rs])
-        ax.set_title(f"{label}: {dtype} D={d} {'causal' if causal else 'non-causal'}"
+        ax.set_title(f"{label}: {dtype} D={d}{f' Dv={dv}' if dv != d else ''} "
+                     f"{'causal' if causal else 'non-causal'}"
                      + (f" B={rs[0]['B']} H={rs[0]['H']}" if label == "seed" else ""),
                      fontsize=9)
         ax.set_xlabel("seqlen")
@@ -403,6 +502,9 @@ def build_parser():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="auto", choices=["auto", "sm90", "sm80", "reference"])
     ap.add_argument("--dims", type=ints, default=[64, 128, 256])
+    ap.add_argument("--dv", type=int, default=None,
+                    help="v's (and out's) head dim for every D of --dims (default: D); q and k "
+                         "keep D and H stays hidden / D")
     ap.add_argument("--seqlens", type=ints, default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
@@ -428,8 +530,9 @@ def build_parser():
                     help="our backward with deterministic=True (bitwise reproducible)")
     ap.add_argument("--out", default=str(REPO / "docs" / "perf"), help="output folder")
     ap.add_argument("--name", default=None,
-                    help="file stem (default compare-<backend>[-<direction>][-graph][-quick]; "
-                         "no direction part for fwd)")
+                    help="file stem (default compare-<backend>[-<direction>][-graph][-quick]"
+                         "[-d<D>v<Dv>]; no direction part for fwd, no -d..v.. part without a "
+                         "--dv that differs from a D)")
     return ap
 
 
@@ -438,17 +541,26 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if not args.impls or set(args.impls) - {"ours", "cudnn", "fa2"}:
         ap.error("--impls: a comma-separated subset of ours,cudnn,fa2")
+    if args.dv is not None and args.dv <= 0:
+        ap.error("--dv: a positive head dim")
     if args.quick:
         args.dims, args.seqlens = [128], [1024, 4096]
     return args
 
 
+def dv_differs(args):
+    return args.dv is not None and any(d != args.dv for d in args.dims)
+
+
 def output_stem(args):
-    """File stem of the JSON and PNG: the forward's names are unchanged by --direction."""
+    """File stem of the JSON and PNG: the forward's names are unchanged by --direction, and
+    every name without a --dv differing from a D by --dv (-d192v128, -d128-192v128)."""
     return args.name or (f"compare-{args.backend}"
                          + (f"-{args.direction}" if args.direction != "fwd" else "")
                          + ("-graph" if args.timer == "graph" else "")
-                         + ("-quick" if args.quick else ""))
+                         + ("-quick" if args.quick else "")
+                         + (f"-d{'-'.join(map(str, args.dims))}v{args.dv}"
+                            if dv_differs(args) else ""))
 
 
 def main(argv=None):
@@ -471,19 +583,21 @@ def main(argv=None):
     for pt in grid(args):
         r = run_point(pt, args)
         rows.append(r)
-        print(f"  {r['label']} {r['dtype']} D={r['D']} S={r['S']} causal={int(r['causal'])}: "
-              f"{r['status']} ours {fmt(r['ours_tflops'])} cuDNN {fmt(r['cudnn_tflops'])} "
-              f"FA2 {fmt(r['fa2_tflops'])}", flush=True)
+        dv = f" Dv={r['Dv']}" if r.get("Dv", r["D"]) != r["D"] else ""
+        print(f"  {r['label']} {r['dtype']} D={r['D']}{dv} S={r['S']} causal={int(r['causal'])}: "
+              f"{r['status']} ours {tflops_cell(r, 'ours')} cuDNN {tflops_cell(r, 'cudnn')} "
+              f"FA2 {tflops_cell(r, 'fa2')}", flush=True)
     print()
     print_table(rows)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = output_stem(args)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "name")}
+    settings = {k: v for k, v in vars(args).items()
+                if k not in ("out", "name") and not (k == "dv" and v is None)}
     (out / f"{stem}.json").write_text(json.dumps(
         {"env": env, "settings": settings, "direction": args.direction,
-         "flops": FLOPS_DOC[args.direction],
+         "flops": (FLOPS_DOC_DV if args.dv is not None else FLOPS_DOC)[args.direction],
          "timer": f"triton.testing.do_bench median (ms), {args.timer} calls"
                   + ("" if args.direction != "bwd" else
                      "; backward alone: autograd.grad after one untimed forward"),
