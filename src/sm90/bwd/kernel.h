@@ -21,49 +21,11 @@
 #include "sm90/bwd/config.h"
 #include "sm90/bwd/dq_writer.h"
 #include "sm90/bwd/kernel_args.h"
+#include "sm90/bwd/kernel_roles.h"
 #include "sm90/bwd/mainloop.h"
 #include "sm90/pipeline.h"
 
 namespace flashattn::sm90 {
-
-template <class Cfg>
-struct BwdBarriers {
-  MbarRing<Cfg::kStages> ring;  // Q, dO, lse, dsum of one query block
-  // The dQ staging: full (8 MMA warps staged), empty (writer read it); kDqInStage: one full
-  // barrier per ring stage (the staging is the stage itself).
-  MbarRing<Cfg::kDqInStage ? Cfg::kStages : 1> dq;
-  uint64_t kv_full;             // K and V of the CTA's key block landed
-};
-
-// Both backward kernels' (dense, varlen) start: thread 0 initialises the barriers, thread 32
-// prefetches the tensor maps, then the CTA syncs.
-template <class Cfg>
-__device__ __forceinline__ void bwd_kernel_setup(BwdBarriers<Cfg>& bars, const CUtensorMap* tmQ, const CUtensorMap* tmK,
-                                                 const CUtensorMap* tmV, const CUtensorMap* tmDo) {
-  using namespace arch;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(bars.ring.full_bar(s), 1);
-      // kDqInStage: the dQ writer releases a stage once it has read the dQ staged over it.
-      mbarrier_init(bars.ring.empty_bar(s), Cfg::kRingReleases);
-    }
-#pragma unroll
-    for (int s = 0; s < (Cfg::kDqInStage ? Cfg::kStages : 1); ++s) {
-      mbarrier_init(bars.dq.full_bar(s), 4 * Cfg::kNumMmaWarpgroups);
-      mbarrier_init(bars.dq.empty_bar(s), 1);
-    }
-    mbarrier_init(smem_u32(&bars.kv_full), 1);
-    fence_mbarrier_init();
-  }
-  if (threadIdx.x == 32) {
-    prefetch_tensormap(tmQ);
-    prefetch_tensormap(tmK);
-    prefetch_tensormap(tmV);
-    prefetch_tensormap(tmDo);
-  }
-  __syncthreads();
-}
 
 // The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
 template <class Cfg, class Args>
@@ -71,6 +33,14 @@ __device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
   if constexpr (Cfg::kLocal) return Mask<Cfg::kMaskKind>{args.sq, args.sk, args.window_left, args.window_right};
   else return Mask<Cfg::kMaskKind>{args.sq, args.sk};
 }
+
+// Where a dense CTA's rows lie (bwd_load_kv, bwd_load_q_block): batch b, rows from 0.
+template <class Cfg>
+struct BwdDensePlace {
+  int b;
+  __device__ __forceinline__ int k_row(int n_block) const { return n_block * Cfg::kBlockN; }
+  __device__ __forceinline__ int q_row(int m) const { return m * Cfg::kBlockM; }
+};
 
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
@@ -163,49 +133,22 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       return;
     }
     if (threadIdx.x != 0 || mr.empty()) return;
-    const uint32_t kv_bar = smem_u32(&bars.kv_full);
-    mbarrier_arrive_expect_tx(kv_bar, 2 * Cfg::kKBytes);  // full boxes, even past sk
-#pragma unroll
-    for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
-      tma_load_4d(smem + Cfg::kSmemK + c * Cfg::kKBoxBytes, &tmK, kv_bar, c * Cfg::kBoxCols, n_block * Cfg::kBlockN, hk, b);
-      tma_load_4d(smem + Cfg::kSmemV + c * Cfg::kKBoxBytes, &tmV, kv_bar, c * Cfg::kBoxCols, n_block * Cfg::kBlockN, hk, b);
-    }
+    bwd_load_kv<Cfg>(bars, smem, &tmK, &tmV, BwdDensePlace<Cfg>{b}, n_block, hk);
     PipelineState<Cfg::kStages> st;
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
       const int64_t row_stats = (static_cast<int64_t>(b) * args.hq + h) * args.sq_pad;
 #pragma unroll 1
       for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
-        const uint32_t full = bars.ring.full_bar(st.stage);
-        bars.ring.wait_empty(st.stage, st.phase);
-        mbarrier_arrive_expect_tx(full, 2 * Cfg::kQBytes + 2 * Cfg::kRowStatBytes);
-#pragma unroll
-        for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
-          tma_load_4d(smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmQ, full, c * Cfg::kBoxCols,
-                      m * Cfg::kBlockM, h, b);
-          tma_load_4d(smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmDo, full, c * Cfg::kBoxCols,
-                      m * Cfg::kBlockM, h, b);
-        }
-        const int64_t r0 = row_stats + static_cast<int64_t>(m) * Cfg::kBlockM;
-        bulk_load_1d(smem + Cfg::kSmemLse + st.stage * Cfg::kRowStatBytes, args.lse_log2 + r0, Cfg::kRowStatBytes, full);
-        bulk_load_1d(smem + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes, args.dsum + r0, Cfg::kRowStatBytes, full);
+        bwd_load_q_block<Cfg>(bars, smem, st, &tmQ, &tmDo, BwdDensePlace<Cfg>{b}, args, h, m, row_stats);
         st.advance();
       }
     }
     return;
   }
 
-  setmaxnreg_inc<Cfg::kMmaRegs>();
   BwdMma<Cfg> mma;
-  mma.smem = smem;
-  mma.smem_gp = smem_gp;
-  mma.wg = warpgroup - 1;
-  mma.t = threadIdx.x % 128;
-#pragma unroll
-  for (int i = 0; i < Cfg::kAccRegs; ++i) {
-    mma.rdK[i] = 0.f;
-    mma.rdV[i] = 0.f;
-  }
+  bwd_mma_init(mma, smem, smem_gp, warpgroup);
   const int key0 = n_block * Cfg::kBlockN + Cfg::kGroupKeys * mma.wg;
   if (!mr.empty()) {
     mbarrier_wait(smem_u32(&bars.kv_full), 0);

@@ -1,7 +1,7 @@
 // The sm90 backward kernel of packed variable-length batches (BwdConfig::kVarlen, bwd/varlen.h).
 // Grid (key blocks of max_seqlen_k, kv heads, sequences): the roles of bwd/kernel.h with each
-// CTA's sequence in place of its batch. A separate entry point, so the dense kernels keep their
-// code; what differs from kernel.h:
+// CTA's sequence in place of its batch (the pieces they share: bwd/kernel_roles.h). A separate
+// entry point, so the dense kernels keep their code; what differs from kernel.h:
 //  - the CTA reads its sequence's offsets (clamped, varlen.h) and exits when its key block lies
 //    past the sequence's keys (it has no dK / dV rows to write); a sequence without queries still
 //    gets dK = dV = 0 from the CTAs of its key blocks;
@@ -27,12 +27,22 @@
 #include "sm90/barriers.h"
 #include "sm90/bwd/config.h"
 #include "sm90/bwd/dq_writer.h"
-#include "sm90/bwd/kernel.h"
+#include "sm90/bwd/kernel_roles.h"
 #include "sm90/bwd/mainloop.h"
 #include "sm90/bwd/varlen.h"
 #include "sm90/pipeline.h"
 
 namespace flashattn::sm90 {
+
+// Where a varlen CTA's rows lie (bwd_load_kv, bwd_load_q_block): the sequence's rows of the
+// packed tensors, batch coordinate 0.
+template <class Cfg>
+struct BwdVarlenPlace {
+  VarlenRows qs, ks;
+  static constexpr int b = 0;
+  __device__ __forceinline__ int k_row(int n_block) const { return ks.start + n_block * Cfg::kBlockN; }
+  __device__ __forceinline__ int q_row(int m) const { return qs.start + m * Cfg::kBlockM; }
+};
 
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
@@ -106,51 +116,22 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       return;
     }
     if (threadIdx.x != 0 || mr.empty()) return;
-    const uint32_t kv_bar = smem_u32(&bars.kv_full);
-    mbarrier_arrive_expect_tx(kv_bar, 2 * Cfg::kKBytes);  // full boxes, even past the packed rows
-    const int k_row = ks.start + n_block * Cfg::kBlockN;
-#pragma unroll
-    for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
-      tma_load_4d(smem + Cfg::kSmemK + c * Cfg::kKBoxBytes, &tmK, kv_bar, c * Cfg::kBoxCols, k_row, hk, 0);
-      tma_load_4d(smem + Cfg::kSmemV + c * Cfg::kKBoxBytes, &tmV, kv_bar, c * Cfg::kBoxCols, k_row, hk, 0);
-    }
+    bwd_load_kv<Cfg>(bars, smem, &tmK, &tmV, BwdVarlenPlace<Cfg>{qs, ks}, n_block, hk);
     PipelineState<Cfg::kStages> st;
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
       const int64_t row_stats = (static_cast<int64_t>(h) * args.num_m_blocks + first_block) * Cfg::kBlockM;
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {
-        const uint32_t full = bars.ring.full_bar(st.stage);
-        bars.ring.wait_empty(st.stage, st.phase);
-        mbarrier_arrive_expect_tx(full, 2 * Cfg::kQBytes + 2 * Cfg::kRowStatBytes);
-        const int q_row = qs.start + m * Cfg::kBlockM;
-#pragma unroll
-        for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
-          tma_load_4d(smem + Cfg::kSmemQ + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmQ, full, c * Cfg::kBoxCols,
-                      q_row, h, 0);
-          tma_load_4d(smem + Cfg::kSmemDo + st.stage * Cfg::kQBytes + c * Cfg::kQBoxBytes, &tmDo, full,
-                      c * Cfg::kBoxCols, q_row, h, 0);
-        }
-        const int64_t r0 = row_stats + static_cast<int64_t>(m) * Cfg::kBlockM;
-        bulk_load_1d(smem + Cfg::kSmemLse + st.stage * Cfg::kRowStatBytes, args.lse_log2 + r0, Cfg::kRowStatBytes, full);
-        bulk_load_1d(smem + Cfg::kSmemDsum + st.stage * Cfg::kRowStatBytes, args.dsum + r0, Cfg::kRowStatBytes, full);
+        bwd_load_q_block<Cfg>(bars, smem, st, &tmQ, &tmDo, BwdVarlenPlace<Cfg>{qs, ks}, args, h, m, row_stats);
         st.advance();
       }
     }
     return;
   }
 
-  setmaxnreg_inc<Cfg::kMmaRegs>();
   BwdMma<Cfg> mma;
-  mma.smem = smem;
-  mma.smem_gp = smem_gp;
-  mma.wg = warpgroup - 1;
-  mma.t = threadIdx.x % 128;
-#pragma unroll
-  for (int i = 0; i < Cfg::kAccRegs; ++i) {
-    mma.rdK[i] = 0.f;
-    mma.rdV[i] = 0.f;
-  }
+  bwd_mma_init(mma, smem, smem_gp, warpgroup);
   const int key0 = n_block * Cfg::kBlockN + Cfg::kGroupKeys * mma.wg;
   if (!mr.empty()) {
     mbarrier_wait(smem_u32(&bars.kv_full), 0);
