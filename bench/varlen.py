@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import bench_ms, flashattn  # noqa: E402
 
 
-def graph_ms(fn):
-    return bench_ms(fn, 25, 200, timer="graph")
+def graph_ms(fn, stream=None):
+    return bench_ms(fn, 25, 200, timer="graph", stream=stream)
 
 
 def flops(lengths, H, D, causal, direction):
@@ -39,16 +39,21 @@ def flops(lengths, H, D, causal, direction):
 
 
 def _timed(fn, leaves, direction):
-    """The call to time: the forward under no_grad, or the backward of one untimed forward."""
+    """(the call to time, the stream to capture it on): the forward under no_grad, or the
+    backward of one untimed forward run on a side stream (autograd runs a backward on its
+    forward's stream, so the graph is captured there, as bench/compare.py does)."""
     if direction == "fwd":
         def fwd():
             with torch.no_grad():
                 return fn(*leaves)
-        return fwd
-    leaves = [t.detach().requires_grad_() for t in leaves]
-    out = fn(*leaves)
-    dout = torch.randn_like(out)
-    return lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)
+        return fwd, None
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        leaves = [t.detach().requires_grad_() for t in leaves]
+        out = fn(*leaves)
+        dout = torch.randn_like(out)
+    return (lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)), stream
 
 
 def run(lengths, H, D, causal, backend, direction):
@@ -62,7 +67,7 @@ def run(lengths, H, D, causal, backend, direction):
     qd, kd, vd = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     dense = _timed(lambda q_, k_, v_: flashattn.flash_attn_func(q_, k_, v_, causal=causal, backend=backend),
                    (qd, kd, vd), direction)
-    t_var, t_dense = graph_ms(varlen), graph_ms(dense)
+    t_var, t_dense = graph_ms(*varlen), graph_ms(*dense)
     f = flops(lengths, H, D, causal, direction)
     return t_var, t_dense, f / t_var * 1e-9, f / t_dense * 1e-9
 
