@@ -52,9 +52,9 @@ constexpr bool needs_padding(int d, int d_v) {
 // masks: the FA2 block shapes, within A100's 163 KB of shared memory, none spilling
 // (docs/VERSIONS.md). 192: 6 warps (192 threads, 8 rows a pass) own 96 query rows, one m16 tile
 // each as at 256, in 84 KB of shared memory (so it also fits sm86/sm89's 99 KB), 178-214
-// registers and no spills (ptxas 13.0). The tuned rows of the H200 take 64 x 64 with 4 warps and
-// Q in registers instead (1.44-1.89x faster there, tuner call 3 of session 11; the tile loader idles threads where 128 does not
-// divide a row's 24 chunks), whose shared memory does not fit the 99 KB parts.
+// registers and no spills (ptxas 13.0). The H200's tuned rows take 64 x 64 with 4 warps and Q in
+// registers instead (much faster there, docs/VERSIONS.md; the tile loader idles the threads that
+// do not divide a row's 24 chunks), whose shared memory does not fit the 99 KB parts.
 constexpr Sm80FwdOptions default_options(int head_dim) {
   switch (head_dim) {
     case 64: return {.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 4};
