@@ -19,10 +19,6 @@
 
 namespace flashattn::sm80 {
 
-// Phases of the kernel (bwd/kernel.h) for Sm80BwdOptions::rf_prefetch_a / rf_prefetch_b: 1. S^T
-// and dP^T over the head dim, 2. dK and dV over the block's queries, 3. dQ over the block's keys.
-inline constexpr int kRfSdp = 1, kRfDkv = 2, kRfDq = 4;
-
 struct Sm80BwdOptions {
   int head_dim = 0, block_m = 0, block_n = 0, warps = 0;
   int sdp_key_warps = 0, dkv_key_warps = 0, dq_row_warps = 0;
@@ -31,11 +27,6 @@ struct Sm80BwdOptions {
   bool swizzle = true;         // XOR-swizzled 16-B chunks
   bool double_buffer = true;   // Q, dO, lse, dsum of the next query block load under this one's math
   bool vector_atomics = true;  // dQ added two floats per atomic where the arch has it (sm_90+)
-  // Register double buffering of the warp GEMMs' ldmatrix fragments (FlashAttention-2's): in the
-  // phases of these bitmasks (kRfSdp | kRfDkv | kRfDq) the A / B fragments of k-step ks + 1 load
-  // before the MMAs of step ks, into a second register set. 0: each step loads and consumes its own.
-  int rf_prefetch_a = 0;
-  int rf_prefetch_b = 0;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -50,8 +41,6 @@ struct Sm80BwdConfig {
   static constexpr bool kSwizzle = O.swizzle;
   static constexpr bool kDoubleBuffer = O.double_buffer;
   static constexpr bool kVectorAtomics = O.vector_atomics;
-  static constexpr int kRfPrefetchA = O.rf_prefetch_a;
-  static constexpr int kRfPrefetchB = O.rf_prefetch_b;
   // TileLoader (smem_tile.h) reads these names: plain row-predicated loads, no strided walk.
   static constexpr bool kStridedLoads = false;
   static constexpr int kThreads = kWarps * 32;
@@ -113,25 +102,6 @@ inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .bl
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};
-// A/B candidates (FLASHATTN_SM80_ABL_BWD_PREFETCH=1 builds them in place of the three above): the
-// same tiles with register-prefetched fragments, in the combination that ptxas spilled least
-// (fp16 probe, sm_90a and sm_80; the kernels sit at 255 registers either way): D=64 both operands
-// in all three phases, D=128 the B operands in all three, D=256 both in all three (0 spills).
-inline constexpr Sm80BwdOptions kSm80BwdD64Prefetch = [] {
-  Sm80BwdOptions o = kSm80BwdD64;
-  o.rf_prefetch_a = o.rf_prefetch_b = kRfSdp | kRfDkv | kRfDq;
-  return o;
-}();
-inline constexpr Sm80BwdOptions kSm80BwdD128Prefetch = [] {
-  Sm80BwdOptions o = kSm80BwdD128;
-  o.rf_prefetch_b = kRfSdp | kRfDkv | kRfDq;
-  return o;
-}();
-inline constexpr Sm80BwdOptions kSm80BwdD256Prefetch = [] {
-  Sm80BwdOptions o = kSm80BwdD256;
-  o.rf_prefetch_a = o.rf_prefetch_b = kRfSdp | kRfDkv | kRfDq;
-  return o;
-}();
 // The feature kernels (window / softcap / ALiBi, MaskKind::kLocal): the score pass (window,
 // tanh, ALiBi terms) needs registers the single-slice S^T tiles of D=64 / D=128 do not leave
 // (ptxas spills), so their S^T tiles are computed in two query slices; D=256 is the plain one.

@@ -123,44 +123,6 @@ __device__ __forceinline__ bool local_needs_mask(const Sm80BwdFeatureArgs& p, in
          row_last + (p.sk - p.sq) - n0 > p.window_left;
 }
 
-// One warp GEMM of the kernel over kSteps k16 steps. A step's fragments are an A set (load_a(a,
-// ks): the ldmatrix of every m16 tile) and kNP B sets (load_b(b, ks, np): one n16 pair's);
-// mma(a, b, np) issues the step's MMAs of B set np. Without prefetch (kPreA / kPreB false) a
-// step loads its A set at its top and each B set right before its MMAs. A prefetched operand
-// (Sm80BwdOptions::rf_prefetch_a / _b) has two register sets: step ks + 1's loads into the other
-// set before step ks's MMAs, so their shared-memory latency hides under them. Fully unrolled:
-// the set indices are compile-time. A phase with neither operand prefetched keeps its loop
-// spelled out in the kernel instead: through the lambdas the PTX numbers the loop-carried dK / dV
-// registers differently (same instructions), and the default kernels keep their PTX.
-template <int kSteps, int kNP, bool kPreA, bool kPreB, class AFrag, class BFrag, class LoadA, class LoadB,
-          class Mma>
-__device__ __forceinline__ void bwd_warp_gemm(const LoadA& load_a, const LoadB& load_b, const Mma& mma) {
-  AFrag a[kPreA ? 2 : 1];
-  BFrag b[kPreB ? 2 : 1][kNP];
-  if constexpr (kPreA) load_a(a[0], 0);
-  if constexpr (kPreB) {
-#pragma unroll
-    for (int np = 0; np < kNP; ++np) load_b(b[0][np], 0, np);
-  }
-#pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
-    const int cur = kPreA || kPreB ? ks & 1 : 0;
-    if constexpr (!kPreA) load_a(a[0], ks);
-    if (ks + 1 < kSteps) {
-      if constexpr (kPreA) load_a(a[cur ^ 1], ks + 1);
-      if constexpr (kPreB) {
-#pragma unroll
-        for (int np = 0; np < kNP; ++np) load_b(b[cur ^ 1][np], ks + 1, np);
-      }
-    }
-#pragma unroll
-    for (int np = 0; np < kNP; ++np) {
-      if constexpr (!kPreB) load_b(b[0][np], ks, np);
-      mma(a[kPreA ? cur : 0], b[kPreB ? cur : 0][np], np);
-    }
-  }
-}
-
 // The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
 template <MaskKind Kind>
 __device__ __forceinline__ Mask<Kind> bwd_rule(const Sm80BwdArgsOf<Kind>& p) {
@@ -284,58 +246,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int nt = 0; nt < kNTq; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) rS[mt][nt][e] = rP[mt][nt][e] = 0.f;
-        if constexpr (((Cfg::kRfPrefetchA | Cfg::kRfPrefetchB) & kRfSdp) == 0) {
 #pragma unroll
-          for (int ks = 0; ks < kD / 16; ++ks) {
-            uint32_t ak[kSdpMT][4], av[kSdpMT][4];
+        for (int ks = 0; ks < kD / 16; ++ks) {
+          uint32_t ak[kSdpMT][4], av[kSdpMT][4];
+#pragma unroll
+          for (int mt = 0; mt < kSdpMT; ++mt) {
+            arch::ldmatrix_x4(ak[mt], addr_a.addr(sK, s_key0 + mt * 16, 2 * ks));
+            arch::ldmatrix_x4(av[mt], addr_a.addr(sV, s_key0 + mt * 16, 2 * ks));
+          }
+#pragma unroll
+          for (int np = 0; np < kNTq / 2; ++np) {
+            uint32_t bq[4], bd[4];
+            arch::ldmatrix_x4(bq, addr_b.addr(sQ, q_off + np * 16, 2 * ks));
+            arch::ldmatrix_x4(bd, addr_b.addr(sDo, q_off + np * 16, 2 * ks));
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
 #pragma unroll
             for (int mt = 0; mt < kSdpMT; ++mt) {
-              arch::ldmatrix_x4(ak[mt], addr_a.addr(sK, s_key0 + mt * 16, 2 * ks));
-              arch::ldmatrix_x4(av[mt], addr_a.addr(sV, s_key0 + mt * 16, 2 * ks));
-            }
-#pragma unroll
-            for (int np = 0; np < kNTq / 2; ++np) {
-              uint32_t bq[4], bd[4];
-              arch::ldmatrix_x4(bq, addr_b.addr(sQ, q_off + np * 16, 2 * ks));
-              arch::ldmatrix_x4(bd, addr_b.addr(sDo, q_off + np * 16, 2 * ks));
-              const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
-              const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-#pragma unroll
-              for (int mt = 0; mt < kSdpMT; ++mt) {
-                arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np], ak[mt], q0);
-                arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np + 1], ak[mt], q1);
-                arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np], av[mt], d0);
-                arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np + 1], av[mt], d1);
-              }
+              arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np], ak[mt], q0);
+              arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np + 1], ak[mt], q1);
+              arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np], av[mt], d0);
+              arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np + 1], av[mt], d1);
             }
           }
-        } else {
-          // A: K and V rows of the warp's keys (m16 tile mt: [mt][0] K, [mt][1] V); B: Q and dO
-          // rows of the slice's queries (n16 pair np: [0] Q, [1] dO).
-          bwd_warp_gemm<kD / 16, kNTq / 2, (Cfg::kRfPrefetchA & kRfSdp) != 0, (Cfg::kRfPrefetchB & kRfSdp) != 0,
-                        uint32_t[kSdpMT][2][4], uint32_t[2][4]>(
-              [&](uint32_t(&a)[kSdpMT][2][4], int ks) {
-#pragma unroll
-                for (int mt = 0; mt < kSdpMT; ++mt) {
-                  arch::ldmatrix_x4(a[mt][0], addr_a.addr(sK, s_key0 + mt * 16, 2 * ks));
-                  arch::ldmatrix_x4(a[mt][1], addr_a.addr(sV, s_key0 + mt * 16, 2 * ks));
-                }
-              },
-              [&](uint32_t(&bf)[2][4], int ks, int np) {
-                arch::ldmatrix_x4(bf[0], addr_b.addr(sQ, q_off + np * 16, 2 * ks));
-                arch::ldmatrix_x4(bf[1], addr_b.addr(sDo, q_off + np * 16, 2 * ks));
-              },
-              [&](const uint32_t(&a)[kSdpMT][2][4], const uint32_t(&bf)[2][4], int np) {
-                const uint32_t q0[2] = {bf[0][0], bf[0][1]}, q1[2] = {bf[0][2], bf[0][3]};
-                const uint32_t d0[2] = {bf[1][0], bf[1][1]}, d1[2] = {bf[1][2], bf[1][3]};
-#pragma unroll
-                for (int mt = 0; mt < kSdpMT; ++mt) {
-                  arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np], a[mt][0], q0);
-                  arch::mma_m16n8k16_f32<kBf16>(rS[mt][2 * np + 1], a[mt][0], q1);
-                  arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np], a[mt][1], d0);
-                  arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np + 1], a[mt][1], d1);
-                }
-              });
         }
 #pragma unroll
         for (int mt = 0; mt < kSdpMT; ++mt) {
@@ -380,58 +313,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       __syncthreads();  // P^T and dS^T complete
 
       // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed).
-      if constexpr (((Cfg::kRfPrefetchA | Cfg::kRfPrefetchB) & kRfDkv) == 0) {
 #pragma unroll
-        for (int kq = 0; kq < kBM / 16; ++kq) {
-          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+      for (int kq = 0; kq < kBM / 16; ++kq) {
+        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kDkvMT; ++mt) {
+          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+        }
+#pragma unroll
+        for (int np = 0; np < kNTc / 2; ++np) {
+          uint32_t bd[4], bq[4];
+          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-          }
-#pragma unroll
-          for (int np = 0; np < kNTc / 2; ++np) {
-            uint32_t bd[4], bq[4];
-            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
-#pragma unroll
-            for (int mt = 0; mt < kDkvMT; ++mt) {
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
-            }
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
           }
         }
-      } else {
-        // A: P^T and dS^T rows of the warp's keys (m16 tile mt: [mt][0] P^T, [mt][1] dS^T); B: dO
-        // and Q columns of the warp's (n16 pair np: [0] dO, [1] Q).
-        bwd_warp_gemm<kBM / 16, kNTc / 2, (Cfg::kRfPrefetchA & kRfDkv) != 0, (Cfg::kRfPrefetchB & kRfDkv) != 0,
-                      uint32_t[kDkvMT][2][4], uint32_t[2][4]>(
-            [&](uint32_t(&a)[kDkvMT][2][4], int kq) {
-#pragma unroll
-              for (int mt = 0; mt < kDkvMT; ++mt) {
-                arch::ldmatrix_x4(a[mt][0], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-                arch::ldmatrix_x4(a[mt][1], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-              }
-            },
-            [&](uint32_t(&bf)[2][4], int kq, int np) {
-              arch::ldmatrix_x4_trans(bf[0], addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-              arch::ldmatrix_x4_trans(bf[1], addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-            },
-            [&](const uint32_t(&a)[kDkvMT][2][4], const uint32_t(&bf)[2][4], int np) {
-              const uint32_t d0[2] = {bf[0][0], bf[0][1]}, d1[2] = {bf[0][2], bf[0][3]};
-              const uint32_t q0[2] = {bf[1][0], bf[1][1]}, q1[2] = {bf[1][2], bf[1][3]};
-#pragma unroll
-              for (int mt = 0; mt < kDkvMT; ++mt) {
-                arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], a[mt][0], d0);
-                arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], a[mt][0], d1);
-                arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], a[mt][1], q0);
-                arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], a[mt][1], q1);
-              }
-            });
       }
 
       // Deterministic: wait for this block's turn in query block m's order of additions.
@@ -468,44 +372,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           for (int nt = 0; nt < kNTdq; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
-        if constexpr (((Cfg::kRfPrefetchA | Cfg::kRfPrefetchB) & kRfDq) == 0) {
 #pragma unroll
-          for (int ks = 0; ks < kBN / 16; ++ks) {
-            uint32_t ads[kDqRT][4];
+        for (int ks = 0; ks < kBN / 16; ++ks) {
+          uint32_t ads[kDqRT][4];
 #pragma unroll
-            for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
+          for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
 #pragma unroll
-            for (int np = 0; np < kNTdq / 2; ++np) {
-              uint32_t bk[4];
-              arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
-              const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
+          for (int np = 0; np < kNTdq / 2; ++np) {
+            uint32_t bk[4];
+            arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
+            const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
 #pragma unroll
-              for (int rt = 0; rt < kDqRT; ++rt) {
-                arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
-                arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
-              }
+            for (int rt = 0; rt < kDqRT; ++rt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
             }
           }
-        } else {
-          // A: dS rows of the warp's queries (m16 tile rt, dS^T read transposed); B: K columns of
-          // the pass (n16 pair np).
-          bwd_warp_gemm<kBN / 16, kNTdq / 2, (Cfg::kRfPrefetchA & kRfDq) != 0, (Cfg::kRfPrefetchB & kRfDq) != 0,
-                        uint32_t[kDqRT][4], uint32_t[4]>(
-              [&](uint32_t(&a)[kDqRT][4], int ks) {
-#pragma unroll
-                for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(a[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
-              },
-              [&](uint32_t(&bk)[4], int ks, int np) {
-                arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
-              },
-              [&](const uint32_t(&a)[kDqRT][4], const uint32_t(&bk)[4], int np) {
-                const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
-#pragma unroll
-                for (int rt = 0; rt < kDqRT; ++rt) {
-                  arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], a[rt], k0);
-                  arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], a[rt], k1);
-                }
-              });
         }
         float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + m0) * kD;
 #pragma unroll

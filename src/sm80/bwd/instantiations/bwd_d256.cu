@@ -4,16 +4,7 @@
 
 namespace flashattn::sm80 {
 
-// FLASHATTN_SM80_ABL_BWD_PREFETCH=1 (A/B builds): the same tiles with register-prefetched
-// ldmatrix fragments (kSm80BwdD256Prefetch) replace the shipped kernel.
-#ifndef FLASHATTN_SM80_ABL_BWD_PREFETCH
-#define FLASHATTN_SM80_ABL_BWD_PREFETCH 0
-#endif
-#if FLASHATTN_SM80_ABL_BWD_PREFETCH
-using BwdCfg256 = Sm80BwdConfig<kSm80BwdD256Prefetch>;
-#else
 using BwdCfg256 = Sm80BwdConfig<kSm80BwdD256>;
-#endif
 
 template <>
 Status run_bwd<256, true>(const detail::BwdParams& p, cudaStream_t stream) {

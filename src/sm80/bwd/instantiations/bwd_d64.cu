@@ -4,16 +4,7 @@
 
 namespace flashattn::sm80 {
 
-// FLASHATTN_SM80_ABL_BWD_PREFETCH=1 (A/B builds): the same tiles with register-prefetched
-// ldmatrix fragments (kSm80BwdD64Prefetch) replace the shipped kernel.
-#ifndef FLASHATTN_SM80_ABL_BWD_PREFETCH
-#define FLASHATTN_SM80_ABL_BWD_PREFETCH 0
-#endif
-#if FLASHATTN_SM80_ABL_BWD_PREFETCH
-using BwdCfg64 = Sm80BwdConfig<kSm80BwdD64Prefetch>;
-#else
 using BwdCfg64 = Sm80BwdConfig<kSm80BwdD64>;
-#endif
 
 template <>
 Status run_bwd<64, true>(const detail::BwdParams& p, cudaStream_t stream) {
