@@ -18,7 +18,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "common/params.h"
+#include "common/scratch.h"
 #include "flashattn/flashattn.h"
 
 namespace flashattn::detail {
@@ -67,5 +70,10 @@ Status choose_backend(const FwdParams& p, Backend requested, int major, int mino
 
 // Checks the launch that was just enqueued.
 Status check_launch(const char* what);
+
+// The backward launchers' common start: ws's scratch allocated on `stream` into `scratch`,
+// carved, and its dQ accumulator and turn counters zeroed; `who` ("backend sm90 backward", ...)
+// names the caller in the error.
+Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who);
 
 }  // namespace flashattn::detail

@@ -58,6 +58,16 @@ Status zero_fill_gradients(const BackwardArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who) {
+  if (!scratch.allocate(ws.bytes(), stream))
+    return {StatusCode::kCudaError, who + ": cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
+  ws.carve(scratch.get());
+  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
+    return check_launch((who + ": memset").c_str());
+  return Status::Ok();
+}
+
 }  // namespace detail
 
 Status resolve_backend(const BackwardArgs& args, Backend* chosen) {

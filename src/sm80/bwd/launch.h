@@ -25,12 +25,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
   detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * num_m : 0);
   detail::StreamScratch scratch;
-  if (!scratch.allocate(ws.bytes(), stream))
-    return {StatusCode::kCudaError,
-            "backend sm80 backward: cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
-  ws.carve(scratch.get());
-  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
-    return detail::check_launch("backend sm80 backward: memset");
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward"); !st.ok()) return st;
 
   Sm80BwdPreArgs pre;
   pre.dout = p.dout;

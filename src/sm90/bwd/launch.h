@@ -64,12 +64,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const size_t chunks = static_cast<size_t>(p.b) * p.hq * num_m;
   detail::BwdScratch ws(rows, chunks * Cfg::kBlockM * Cfg::kHeadDim, p.deterministic ? chunks : 0);
   detail::StreamScratch scratch;
-  if (!scratch.allocate(ws.bytes(), stream))
-    return {StatusCode::kCudaError,
-            "backend sm90 backward: cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
-  ws.carve(scratch.get());
-  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
-    return detail::check_launch("backend sm90 backward: memset");
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm90 backward"); !st.ok()) return st;
 
   BwdPreArgs pre;
   pre.dout = p.dout;

@@ -35,12 +35,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   detail::BwdScratch ws(rows, chunks * Cfg::kBlockM * Cfg::kHeadDim,
                         p.deterministic ? static_cast<size_t>(p.b) * p.hq * turn_m : 0);
   detail::StreamScratch scratch;
-  if (!scratch.allocate(ws.bytes(), stream))
-    return {StatusCode::kCudaError,
-            "backend sm90 backward (varlen): cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
-  ws.carve(scratch.get());
-  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
-    return detail::check_launch("backend sm90 backward (varlen): memset");
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm90 backward (varlen)"); !st.ok()) return st;
 
   BwdVarlenPrepostArgs pp;
   pp.dout = p.dout;
