@@ -5,7 +5,7 @@ Run: python3 src/arch/gen_wgmma.py > src/arch/wgmma.h
 Writing N/2 accumulator operands by hand is where typos hide, so the list is generated.
 """
 SS_N = [64, 80, 96, 112, 128, 144, 160, 176, 192]  # S = Q K^T: N = kBlockN
-RS_N = [64, 128, 192, 256]                # O += P V: N = kHeadDim
+RS_N = [64, 96, 128, 192, 256]            # O += P V: N = V's head dim
 TT_N = [32, 64, 128]                      # backward dQ = dS K: both operands MN-major
 TYPES = [("f16", "f16"), ("bf16", "bf16")]
 
@@ -27,6 +27,14 @@ w("// start address, leading and stride byte offsets, each in 16-byte units.")
 w("__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {")
 w("  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |")
 w("         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);")
+w("}\n")
+w("// The same for any swizzle width (bytes per swizzled row): 128B, 64B or 32B (codes 1, 2, 3).")
+w("template <int kSwizzleBytes>")
+w("__device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {")
+w("  static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64 || kSwizzleBytes == 32, \"swizzle: 128, 64 or 32 bytes\");")
+w("  constexpr uint64_t kLayout = kSwizzleBytes == 128 ? 1 : kSwizzleBytes == 64 ? 2 : 3;")
+w("  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |")
+w("         (static_cast<uint64_t>(sbo >> 4) << 32) | (kLayout << 62);")
 w("}\n")
 
 def acc_list(n, start):

@@ -24,6 +24,15 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t
          (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
 }
 
+// The same for any swizzle width (bytes per swizzled row): 128B, 64B or 32B (codes 1, 2, 3).
+template <int kSwizzleBytes>
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64 || kSwizzleBytes == 32, "swizzle: 128, 64 or 32 bytes");
+  constexpr uint64_t kLayout = kSwizzleBytes == 128 ? 1 : kSwizzleBytes == 64 ? 2 : 3;
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (kLayout << 62);
+}
+
 // D(64x64,f32) (+)= A(64x16,f16,smem K-major desc) * B(16x64,f16,smem K-major desc); scale_d=0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n64k16_f32_f16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
   asm volatile(
@@ -111,6 +120,15 @@ __device__ __forceinline__ void wgmma_m64n64k16_f32_f16_rs_tnspb(float (&d)[32],
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+// D(64x96,f32) (+)= A(64x16,f16,4 regs fragment) * B(16x96,f16,smem MN-major desc, tnspB=1).
+__device__ __forceinline__ void wgmma_m64n96k16_f32_f16_rs_tnspb(float (&d)[48], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
@@ -258,6 +276,15 @@ __device__ __forceinline__ void wgmma_m64n64k16_f32_bf16_rs_tnspb(float (&d)[32]
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
+// D(64x96,f32) (+)= A(64x16,bf16,4 regs fragment) * B(16x96,bf16,smem MN-major desc, tnspB=1).
+__device__ __forceinline__ void wgmma_m64n96k16_f32_bf16_rs_tnspb(float (&d)[48], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
 // D(64x128,f32) (+)= A(64x16,bf16,4 regs fragment) * B(16x128,bf16,smem MN-major desc, tnspB=1).
 __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs_tnspb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {
   asm volatile(
@@ -330,6 +357,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_
 template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_rs_tnspb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, uint32_t sd) {
   if constexpr (N == 64) { if constexpr (kBf16) wgmma_m64n64k16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n64k16_f32_f16_rs_tnspb(d, a, db, sd); }
+  else if constexpr (N == 96) { if constexpr (kBf16) wgmma_m64n96k16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n96k16_f32_f16_rs_tnspb(d, a, db, sd); }
   else if constexpr (N == 128) { if constexpr (kBf16) wgmma_m64n128k16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n128k16_f32_f16_rs_tnspb(d, a, db, sd); }
   else if constexpr (N == 192) { if constexpr (kBf16) wgmma_m64n192k16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n192k16_f32_f16_rs_tnspb(d, a, db, sd); }
   else if constexpr (N == 256) { if constexpr (kBf16) wgmma_m64n256k16_f32_bf16_rs_tnspb(d, a, db, sd); else wgmma_m64n256k16_f32_f16_rs_tnspb(d, a, db, sd); }

@@ -60,6 +60,8 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
       default: return bf16 ? sm90::run_fwd_varlen<256, true>(p, stream) : sm90::run_fwd_varlen<256, false>(p, stream);
     }
   }
+  if (sm90::fwd_uses_pair_192_128(p.d, p.d_v))
+    return bf16 ? sm90::run_fwd_192_128<true>(p, stream) : sm90::run_fwd_192_128<false>(p, stream);
   switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
     case 64: return bf16 ? sm90::run_fwd<64, true>(p, stream) : sm90::run_fwd<64, false>(p, stream);
     case 96: return bf16 ? sm90::run_fwd<96, true>(p, stream) : sm90::run_fwd<96, false>(p, stream);

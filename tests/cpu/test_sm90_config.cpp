@@ -24,7 +24,7 @@ struct Region {
 
 struct Layout {
   std::string name;
-  int q_stages, groups, boxes, block_m, head_dim;
+  int q_stages, groups, boxes, block_m, head_dim, swizzle_bytes;
   bool own_buffer, in_q;
   uint64_t q_bytes, q_box_bytes, smem_bytes, dynamic_bytes;
   std::vector<Region> regions;                   // Q slots, K and V stages, O buffer
@@ -33,25 +33,25 @@ struct Layout {
 
 template <class Cfg>
 Layout layout(const std::string& name) {
-  Layout l{name, Cfg::kQStages, Cfg::kNumConsumerWarpgroups, Cfg::kBoxesPerRow, Cfg::kBlockM, Cfg::kHeadDim,
-           Cfg::kTmaStoreOwnBuffer, Cfg::kTmaStoreInQ, Cfg::kQBytes, Cfg::kQBoxBytes, Cfg::kSmemBytes,
+  Layout l{name, Cfg::kQStages, Cfg::kNumConsumerWarpgroups, Cfg::kVBoxes, Cfg::kBlockM, Cfg::kHeadDim,
+           Cfg::kSwizzleBytes, Cfg::kTmaStoreOwnBuffer, Cfg::kTmaStoreInQ, Cfg::kQBytes, Cfg::kQBoxBytes, Cfg::kSmemBytes,
            Cfg::kDynamicSmemBytes, {}, {}};
   for (int s = 0; s < Cfg::kQStages; ++s)
     l.regions.push_back({"Q" + std::to_string(s), Cfg::kSmemQ + uint64_t(s) * Cfg::kQBytes,
                          Cfg::kSmemQ + uint64_t(s + 1) * Cfg::kQBytes});
   for (int s = 0; s < Cfg::kStages; ++s) {
-    l.regions.push_back({"K" + std::to_string(s), Cfg::kSmemK + uint64_t(s) * Cfg::kKVBytes,
-                         Cfg::kSmemK + uint64_t(s + 1) * Cfg::kKVBytes});
-    l.regions.push_back({"V" + std::to_string(s), Cfg::kSmemV + uint64_t(s) * Cfg::kKVBytes,
-                         Cfg::kSmemV + uint64_t(s + 1) * Cfg::kKVBytes});
+    l.regions.push_back({"K" + std::to_string(s), Cfg::kSmemK + uint64_t(s) * Cfg::kKBytes,
+                         Cfg::kSmemK + uint64_t(s + 1) * Cfg::kKBytes});
+    l.regions.push_back({"V" + std::to_string(s), Cfg::kSmemV + uint64_t(s) * Cfg::kVBytes,
+                         Cfg::kSmemV + uint64_t(s + 1) * Cfg::kVBytes});
   }
-  if (Cfg::kTmaStoreOwnBuffer) l.regions.push_back({"O", Cfg::kSmemO, Cfg::kSmemO + Cfg::kQBytes});
+  if (Cfg::kTmaStoreOwnBuffer) l.regions.push_back({"O", Cfg::kSmemO, Cfg::kSmemO + Cfg::kOBytes});
   if (Cfg::kTmaStoreEpilogue) {
     // The epilogue's staging address of box c, group g (epilogue.h), for Q slot 1 if there is one.
     const uint64_t base = Cfg::kTmaStoreInQ ? Cfg::kSmemQ + uint64_t(Cfg::kQStages - 1) * Cfg::kQBytes : Cfg::kSmemO;
     for (int g = 0; g < Cfg::kNumConsumerWarpgroups; ++g) {
       l.staging.emplace_back();
-      for (int c = 0; c < Cfg::kBoxesPerRow; ++c) {
+      for (int c = 0; c < Cfg::kVBoxes; ++c) {
         const uint64_t lo = base + uint64_t(c) * Cfg::kOBoxStride + uint64_t(g) * Cfg::kOGroupStride;
         l.staging.back().push_back({"O g" + std::to_string(g) + " box" + std::to_string(c), lo, lo + Cfg::kOBoxBytes});
       }
@@ -65,10 +65,14 @@ std::vector<Layout> shipped() {
   v.push_back(layout<TableConfig<64, true, false>>("d64 non-causal"));
   v.push_back(layout<TableConfig<64, true, true>>("d64 causal"));
   v.push_back(layout<TableConfig<64, true, true, true>>("d64 short causal"));
+  v.push_back(layout<TableConfig<96, true, false>>("d96 non-causal"));
+  v.push_back(layout<TableConfig<96, false, true>>("d96 causal fp16"));
   v.push_back(layout<TableConfig<128, true, false>>("d128 non-causal"));
   v.push_back(layout<TableConfig<128, false, true>>("d128 causal fp16"));
   v.push_back(layout<TableConfig<192, true, false>>("d192 non-causal"));
   v.push_back(layout<TableConfig<192, false, true>>("d192 causal fp16"));
+  v.push_back(layout<Sm90FwdConfig<pair_table_192_128(true, false)>>("d192/128 non-causal"));
+  v.push_back(layout<Sm90FwdConfig<pair_table_192_128(false, true)>>("d192/128 causal fp16"));
   v.push_back(layout<TableConfig<256, true, false>>("d256 non-causal"));
   v.push_back(layout<TableConfig<256, true, true>>("d256 causal"));
   // Not dispatched today, but the Q-slot staging with two slots is only exercised here.
@@ -108,10 +112,10 @@ TEST(Sm90Config, StagingIsTheGroupsOwnRowsOrItsOwnBuffer) {
     for (int g = 0; g < l.groups; ++g)
       for (int c = 0; c < l.boxes; ++c) {
         const Region& s = l.staging[g][c];
-        EXPECT_EQ(s.lo % 1024, 0u) << s.name;  // the 128B swizzle pattern repeats every 1 KiB
+        EXPECT_EQ(s.lo % (8 * l.swizzle_bytes), 0u) << s.name;  // the swizzle pattern repeats every 8 rows
         if (l.in_q) {
-          // Q box c holds rows 0..block_m-1 at 128 B each: group g's rows are 64g..64g+63.
-          EXPECT_EQ(s.lo, q_last->lo + uint64_t(c) * l.q_box_bytes + uint64_t(g) * 64 * 128) << s.name;
+          // Q box c holds rows 0..block_m-1 at swizzle_bytes each: group g's rows are 64g..64g+63.
+          EXPECT_EQ(s.lo, q_last->lo + uint64_t(c) * l.q_box_bytes + uint64_t(g) * 64 * l.swizzle_bytes) << s.name;
         } else {
           ASSERT_NE(o_buf, nullptr);
           EXPECT_TRUE(s.lo >= o_buf->lo && s.hi <= o_buf->hi) << s.name;
@@ -148,6 +152,14 @@ TEST(Sm90Config, ShippedChoices) {
   EXPECT_TRUE(get("d64 non-causal").own_buffer);  // three groups: non-causal only (V16)
   EXPECT_FALSE(get("d64 causal").own_buffer || get("d64 causal").in_q);
   EXPECT_TRUE(get("d64 short causal").own_buffer);
+  EXPECT_EQ(get("d96 non-causal").swizzle_bytes, 64);  // 96 columns: three 64B-swizzled boxes
+  EXPECT_EQ(get("d96 non-causal").boxes, 3);
+  EXPECT_EQ(get("d96 non-causal").q_stages, 2);
+  EXPECT_TRUE(get("d96 non-causal").own_buffer);
+  EXPECT_EQ(get("d192/128 non-causal").swizzle_bytes, 128);
+  EXPECT_EQ(get("d192/128 non-causal").boxes, 2);  // O: 128 columns, staged over Q's first two boxes
+  EXPECT_TRUE(get("d192/128 non-causal").in_q);
+  EXPECT_TRUE(get("d192/128 causal fp16").in_q);
   EXPECT_TRUE(get("d128 BlockN 160").in_q);
   EXPECT_EQ(get("d128 BlockN 160").q_stages, 2);
 }
@@ -171,4 +183,18 @@ TEST(Sm90Config, KernelHeadDimCoversTheCall) {
   EXPECT_EQ(fwd_kernel_head_dim(96, 96), 96);
   EXPECT_EQ(fwd_kernel_head_dim(96, 128), 128);
   EXPECT_EQ(fwd_kernel_head_dim(8, 264), 0);
+}
+
+// The (192, 128) pair kernel takes exactly the dense calls the D=192 kernel would serve whose v
+// fits 128 columns.
+TEST(Sm90Config, PairKernelServesWideQkNarrowV) {
+  using flashattn::sm90::fwd_uses_pair_192_128;
+  for (int d = 8; d <= 256; d += 8)
+    for (int dv = 8; dv <= 256; dv += 8)
+      EXPECT_EQ(fwd_uses_pair_192_128(d, dv), d > 128 && d <= 192 && dv <= 128) << d << "/" << dv;
+  EXPECT_TRUE(fwd_uses_pair_192_128(192, 128));
+  EXPECT_TRUE(fwd_uses_pair_192_128(136, 64));
+  EXPECT_FALSE(fwd_uses_pair_192_128(192, 192));
+  EXPECT_FALSE(fwd_uses_pair_192_128(128, 128));
+  EXPECT_FALSE(fwd_uses_pair_192_128(200, 128));  // the D=256 kernel's
 }

@@ -13,8 +13,8 @@ namespace flashattn::sm90 {
 // Sm90FwdConfig<Sm90FwdOptions{.head_dim = 128, .block_n = 128, .split_masked_loop = true}>.
 // Each flag is an ablation switch; what it does and why is said where Sm90FwdConfig reads it.
 struct Sm90FwdOptions {
-  int head_dim = 128;
-  int qk_dim = 0;  // columns of Q and K the QK^T reads (0: head_dim); the rest are zero-filled
+  int head_dim = 128;  // columns of Q and K
+  int v_dim = 0;       // columns of V and O (0: head_dim), e.g. 128 under q/k 192
   int block_n = 128;
   int stages = 2;
   bool bf16 = true;
@@ -36,12 +36,8 @@ struct Sm90FwdOptions {
 template <Sm90FwdOptions O>
 struct Sm90FwdConfig {
   static constexpr Sm90FwdOptions kOptions = O;
-  static constexpr int kHeadDim = O.head_dim;
-  // QK^T's reduction length: a head dim of 96 runs the D=128 kernel's layout but skips the two
-  // k16 steps over the zero-filled columns 96..127 (PV keeps N = 128: a wgmma n96 over the
-  // 128B-swizzled V would need 1.5 swizzle atoms).
-  static constexpr int kQKDim = O.qk_dim > 0 ? O.qk_dim : O.head_dim;
-  static_assert(kQKDim % 16 == 0 && kQKDim <= kHeadDim);
+  static constexpr int kHeadDim = O.head_dim;  // QK^T's reduction length
+  static constexpr int kVDim = O.v_dim > 0 ? O.v_dim : O.head_dim;  // PV's N, O's columns
   // Consumer warpgroups x 64 rows (a wgmma is m64). Two or more groups let one group's softmax
   // hide under the others' GEMMs (ping-pong). Three (BlockM 192) for small D, where softmax
   // (MUFU) time is comparable to GEMM time and there are registers to spare.
@@ -110,31 +106,43 @@ struct Sm90FwdConfig {
   static_assert(128 * kProducerRegs + 128 * kNumConsumerWarpgroups * kConsumerRegs <= 65536,
                 "setmaxnreg split exceeds the 64K register file");
 
-  // ---- smem layout: every tile is a run of (rows x 128 B) boxes with 128B swizzle ----
+  // ---- smem layout: every tile is a run of (rows x kSwizzleBytes) TMA boxes, swizzled ----
+  // 128B swizzle when the head dims are multiples of 64 columns. Otherwise (D=96) 64B swizzle:
+  // three 32-column boxes, so PV's N = 96 covers whole swizzle atoms of the MN-major V (with
+  // 128B, 96 columns would be 1.5 atoms and the kernel had to multiply zero columns up to 128).
   static constexpr int kElemBytes = 2;
-  static constexpr int kBoxCols = 128 / kElemBytes;  // 64 elements per swizzle span
-  static constexpr int kBoxesPerRow = kHeadDim / kBoxCols;
-  static_assert(kHeadDim % kBoxCols == 0, "head dim must be a multiple of 64");
+  static constexpr int kSwizzleBytes = kHeadDim % 64 == 0 && kVDim % 64 == 0 ? 128 : 64;
+  static constexpr int kBoxCols = kSwizzleBytes / kElemBytes;  // elements per swizzle span
+  static constexpr int kQKBoxes = kHeadDim / kBoxCols;         // boxes per Q / K row block
+  static constexpr int kVBoxes = kVDim / kBoxCols;             // boxes per V / O row block
+  static_assert(kHeadDim % kBoxCols == 0 && kVDim % kBoxCols == 0, "head dims: whole swizzle spans");
+  static_assert(kVDim <= kHeadDim, "O is staged in the Q slot's boxes (kTmaStoreInQ)");
+  static constexpr int kKSteps = kHeadDim / 16;                 // k16 steps of QK^T
+  static constexpr int kStepsPerBox = kSwizzleBytes / 32;       // k16 steps inside one swizzled row
+  // Rows of 8 x kSwizzleBytes form one swizzle atom: the descriptors' stride byte offset.
+  static constexpr uint32_t kAtomBytes = 8 * kSwizzleBytes;
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "BlockN: k16 steps of PV, wgmma N <= 256");
-  static_assert(kBlockM <= 256, "Q is one TMA box per 64 columns: box rows <= 256");
+  static_assert(kBlockM <= 256, "Q is one TMA box per span of columns: box rows <= 256");
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * kElemBytes;
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * kElemBytes;  // one K or V tile
-  static constexpr uint32_t kQBoxBytes = kBlockM * 128;
-  static constexpr uint32_t kKVBoxBytes = kBlockN * 128;
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim * kElemBytes;  // one K tile
+  static constexpr uint32_t kVBytes = kBlockN * kVDim * kElemBytes;     // one V tile
+  static constexpr uint32_t kOBytes = kBlockM * kVDim * kElemBytes;
+  static constexpr uint32_t kQBoxBytes = kBlockM * kSwizzleBytes;
+  static constexpr uint32_t kKVBoxBytes = kBlockN * kSwizzleBytes;
   static constexpr uint32_t kSmemAlign = 1024;  // swizzle repeat: keeps descriptor base offset 0
   // Whether `bytes` of dynamic smem, plus the slack to align its base, fit the 227 KiB opt-in
   // next to the static barriers.
   static constexpr bool smem_fits(uint32_t bytes) { return bytes + kSmemAlign <= 227 * 1024 - 256; }
   // Two Q buffers (persistent configs with the room): tile i+1's Q loads while tile i runs, so
   // the tile boundary no longer waits for a Q fetch issued when tile i's last QK^T retired.
-  static constexpr int kQStages = O.double_q && O.persistent && smem_fits(2 * kQBytes + 2 * kStages * kKVBytes) ? 2 : 1;
+  static constexpr int kQStages = O.double_q && O.persistent && smem_fits(2 * kQBytes + kStages * (kKBytes + kVBytes)) ? 2 : 1;
   static constexpr uint32_t kSmemQ = 0;  // Q slot s at kSmemQ + s * kQBytes
   static constexpr uint32_t kSmemK = kSmemQ + kQStages * kQBytes;
-  static constexpr uint32_t kSmemV = kSmemK + kStages * kKVBytes;
-  static constexpr uint32_t kSmemMainBytes = kSmemV + kStages * kKVBytes;
+  static constexpr uint32_t kSmemV = kSmemK + kStages * kKBytes;
+  static constexpr uint32_t kSmemMainBytes = kSmemV + kStages * kVBytes;
   // O staging for the TMA-store epilogue: a separate buffer (Q may already hold the next tile's
-  // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x D/64 boxes of
-  // 64 x 128 B, 128B swizzle, for configs with room for it (D=128, D=64). Three-group configs
+  // rows in the persistent pipeline), laid out like Q: per consumer group 64 rows x kVBoxes boxes
+  // of 64 x kSwizzleBytes, for configs with room for it (D=128, D=96, D=64). Three-group configs
   // take it only when non-causal (stream_k), where it measured faster (V16).
   // Without room for a buffer (D=256; D=128 non-causal at BlockN 160), a group stages its O
   // over its own rows of the tile's Q slot (dead after its last QK^T; the other group reads only
@@ -142,23 +150,24 @@ struct Sm90FwdConfig {
   // With two Q slots the next tile's Q is already in the other one; with one (D=256) it loads
   // after that read, still faster than direct stores (V16).
   static constexpr bool kTmaStoreOwnBuffer = O.tma_store_epilogue && (kNumConsumerWarpgroups == 2 || O.stream_k) &&
-                                             smem_fits(kSmemMainBytes + kQBytes);
+                                             smem_fits(kSmemMainBytes + kOBytes);
   static constexpr bool kTmaStoreInQ = O.tma_store_epilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
   static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;
   static constexpr uint32_t kSmemO = kSmemMainBytes;
-  static constexpr uint32_t kOGroupBytes = 64 * kHeadDim * kElemBytes;  // one consumer group's rows
-  static constexpr uint32_t kOBoxBytes = 64 * 128;
+  static constexpr uint32_t kOGroupBytes = 64 * kVDim * kElemBytes;  // one consumer group's rows
+  static constexpr uint32_t kOBoxBytes = 64 * kSwizzleBytes;
   // Staging address of box c of group g: base + c * kOBoxStride + g * kOGroupStride.
   static constexpr uint32_t kOBoxStride = kTmaStoreInQ ? kQBoxBytes : kOBoxBytes;
-  static constexpr uint32_t kOGroupStride = kTmaStoreInQ ? 64 * 128 : kOGroupBytes;
-  static constexpr uint32_t kSmemBytes = kSmemMainBytes + (kTmaStoreOwnBuffer ? kQBytes : 0);
+  static constexpr uint32_t kOGroupStride = kTmaStoreInQ ? 64 * kSwizzleBytes : kOGroupBytes;
+  static constexpr uint32_t kSmemBytes = kSmemMainBytes + (kTmaStoreOwnBuffer ? kOBytes : 0);
   static constexpr uint32_t kDynamicSmemBytes = kSmemBytes + kSmemAlign;  // slack to round up the base
-  static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0, "tiles must start on the 1 KiB swizzle repeat");
+  static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kOBytes % 1024 == 0,
+                "tiles must start on the 1 KiB swizzle repeat");
   static_assert(kDynamicSmemBytes <= 227 * 1024, "exceeds the 227 KiB opt-in smem of sm_90");
 
   // ---- per-thread fragments ----
   static constexpr int kSRegs = kBlockN / 2;  // S accumulator (m64 x BlockN f32 over 128 threads)
-  static constexpr int kORegs = kHeadDim / 2;
+  static constexpr int kORegs = kVDim / 2;
   static constexpr int kPSteps = kBlockN / 16;  // k16 steps of PV
 };
 

@@ -1,6 +1,6 @@
 // Epilogue: O / rowsum in q's dtype, lse in fp32. Rows >= Sq are never written. Offsets are 64-bit.
 // Two ways to write O: straight from the accumulator registers (4-byte stores), or
-// (kTmaStoreEpilogue) staged in swizzled smem and written by one TMA store per 64-column box.
+// (kTmaStoreEpilogue) staged in swizzled smem and written by one TMA store per box of columns.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,12 +80,16 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int rl = 16 * (t / 32) + (t % 32) / 4 + 8 * r;  // row inside the group's 64
-    // Columns 8c + 2q, +1: 16-byte chunk c % 8 of box c / 8, swizzled by rl % 8 (128B pattern);
-    // the 32 lanes hit 32 distinct banks.
+    // Columns 8c + 2q, +1: 16-byte chunk c % kChunks of box c / kChunks. The TMA swizzle XORs a
+    // row's chunk index with its byte offset's 128 B line (bits 7+): rl % 8 for 128 B rows,
+    // (rl / 2) % 4 for 64 B rows. Either way the 32 lanes hit 32 distinct banks.
+    constexpr int kChunks = Cfg::kSwizzleBytes / 16;
+    const int line = (rl * Cfg::kSwizzleBytes / 128) % kChunks;
 #pragma unroll
     for (int c = 0; c < Cfg::kORegs / 4; ++c) {
       const int i = 4 * c + 2 * r;
-      const uint32_t addr = buf + (c / 8) * Cfg::kOBoxStride + rl * 128 + (((c % 8) ^ (rl % 8)) << 4) + 4 * q;
+      const uint32_t addr = buf + (c / kChunks) * Cfg::kOBoxStride + rl * Cfg::kSwizzleBytes +
+                            (((c % kChunks) ^ line) << 4) + 4 * q;
       arch::st_shared_b32(addr, arch::pack_f32x2<Cfg::kBf16>(rO[i] * inv[r], rO[i + 1] * inv[r]));
     }
   }
@@ -94,7 +98,7 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
   const int row_base = m0 + 64 * wg;
   if (t == 0 && row_base < args.sq) {
 #pragma unroll
-    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+    for (int c = 0; c < Cfg::kVBoxes; ++c)
       arch::tma_store_4d(tmO, buf + c * Cfg::kOBoxStride, c * Cfg::kBoxCols, row_base + (Cfg::kVarlen ? q_off : 0), h,
                          b);  // rows >= Sq clipped
     arch::cp_async_bulk_commit_group();

@@ -41,9 +41,10 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     return t;
   };
   // A zero stride (broadcast) is legal for our params but not for TMA; callers hit supports() first.
-  if (!encode_bshd(&tmQ, one_batch(p.q, map_sq), dt, map_b, map_sq, p.hq, p.d, Cfg::kBlockM) ||
-      !encode_bshd(&tmK, one_batch(p.k, map_sk), dt, map_b, map_sk, p.hkv, p.d, Cfg::kBlockN) ||
-      !encode_bshd(&tmV, one_batch(p.v, map_sk), dt, map_b, map_sk, p.hkv, p.d_v, Cfg::kBlockN))
+  constexpr int kSw = Cfg::kSwizzleBytes;
+  if (!encode_bshd(&tmQ, one_batch(p.q, map_sq), dt, map_b, map_sq, p.hq, p.d, Cfg::kBlockM, kSw) ||
+      !encode_bshd(&tmK, one_batch(p.k, map_sk), dt, map_b, map_sk, p.hkv, p.d, Cfg::kBlockN, kSw) ||
+      !encode_bshd(&tmV, one_batch(p.v, map_sk), dt, map_b, map_sk, p.hkv, p.d_v, Cfg::kBlockN, kSw))
     return {StatusCode::kInternal, "backend sm90: cuTensorMapEncodeTiled failed"};
 
   Sm90FwdArgs args{};
@@ -83,7 +84,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
     const auto o = one_batch(p.o, map_sq);
     const bool aligned = reinterpret_cast<uintptr_t>(o.ptr) % 16 == 0 && o.ss > 0 && o.ss % 8 == 0 &&
                          o.sh > 0 && o.sh % 8 == 0 && o.sb > 0 && o.sb % 8 == 0;
-    args.o_tma = aligned && encode_bshd(&tmO, o, dt, map_b, map_sq, p.hq, p.d_v, 64);
+    args.o_tma = aligned && encode_bshd(&tmO, o, dt, map_b, map_sq, p.hq, p.d_v, 64, kSw);
   }
 
   auto kernel = sm90_fwd_kernel<Cfg>;
@@ -138,6 +139,9 @@ template <int D, bool Bf16>
 Status run_fwd(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_varlen(const detail::FwdParams& p, cudaStream_t stream);
+// Dense calls with q/k 136..192 and v <= 128 (fwd_d192_v128.cu; head_dim.h's rule).
+template <bool Bf16>
+Status run_fwd_192_128(const detail::FwdParams& p, cudaStream_t stream);
 // Calls with a sliding window or a softcap (fwd_feature_d*.cu): one kLocal kernel with the
 // softcap switch per head dim and dtype (a causal call is the window (unbounded, 0)).
 template <int D, bool Bf16>

@@ -41,36 +41,42 @@ struct Consumer {
   float alibi_coef = 0.f;
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
+  // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
+  // offset is unused by swizzled K-major layouts.
   __device__ __forceinline__ uint64_t desc_q() const {
-    return arch::make_smem_desc_sw128(smem + Cfg::kSmemQ + q_slot() * Cfg::kQBytes + wg * 64 * 128, 16, 1024);
+    return arch::make_smem_desc<Cfg::kSwizzleBytes>(
+        smem + Cfg::kSmemQ + q_slot() * Cfg::kQBytes + wg * 64 * Cfg::kSwizzleBytes, 16, Cfg::kAtomBytes);
   }
   __device__ __forceinline__ uint64_t desc_k(int stage) const {
-    return arch::make_smem_desc_sw128(smem + Cfg::kSmemK + stage * Cfg::kKVBytes, 16, 1024);
+    return arch::make_smem_desc<Cfg::kSwizzleBytes>(smem + Cfg::kSmemK + stage * Cfg::kKBytes, 16, Cfg::kAtomBytes);
   }
-  // V is (keys, d) with d contiguous: MN-major B. LBO steps to the next 64-column box.
+  // V is (keys, d) with d contiguous: MN-major B. LBO steps to the next box of columns.
   __device__ __forceinline__ uint64_t desc_v(int stage) const {
-    return arch::make_smem_desc_sw128(smem + Cfg::kSmemV + stage * Cfg::kKVBytes, Cfg::kKVBoxBytes, 1024);
+    return arch::make_smem_desc<Cfg::kSwizzleBytes>(smem + Cfg::kSmemV + stage * Cfg::kVBytes, Cfg::kKVBoxBytes,
+                                                    Cfg::kAtomBytes);
   }
 
   __device__ __forceinline__ void issue_qk(int stage) {
     const uint64_t dq = desc_q(), dk = desc_k(stage);
     arch::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kQKDim / 16; ++kk) {
-      // k16 step: +32 B inside a 128 B swizzled row; every 4 steps, the next box.
-      const uint64_t oa = ((kk / 4) * Cfg::kQBoxBytes + (kk % 4) * 32) >> 4;
-      const uint64_t ob = ((kk / 4) * Cfg::kKVBoxBytes + (kk % 4) * 32) >> 4;
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+      // k16 step: +32 B inside a swizzled row; every kStepsPerBox steps, the next box.
+      constexpr int kB = Cfg::kStepsPerBox;
+      const uint64_t oa = ((kk / kB) * Cfg::kQBoxBytes + (kk % kB) * 32) >> 4;
+      const uint64_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
       arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, dq + oa, dk + ob, kk > 0 ? 1u : 0u);
     }
     arch::wgmma_commit_group();
   }
 
+  // k16 step of PV: the next 16 key rows of V.
   __device__ __forceinline__ void issue_pv(int stage) {
     const uint64_t dv = desc_v(stage);
     arch::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kP; ++kk)
-      arch::wgmma_rs_tnspb<Cfg::kHeadDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 2048) >> 4), 1u);
+      arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 16 * Cfg::kSwizzleBytes) >> 4), 1u);
     arch::wgmma_commit_group();
   }
 

@@ -34,7 +34,7 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
   bars.q.wait_empty(ring.q);
   mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
 #pragma unroll
-  for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
+  for (int c = 0; c < Cfg::kQKBoxes; ++c)
     tma_load_4d(smem + Cfg::kSmemQ + q_slot * Cfg::kQBytes + c * Cfg::kQBoxBytes, tmQ, q_bar, c * Cfg::kBoxCols,
                 m_block * Cfg::kBlockM + (Cfg::kVarlen ? q_off : 0), h, b);
 
@@ -46,17 +46,17 @@ __device__ __forceinline__ void producer_tile(const void* tmQ, const void* tmK, 
     if constexpr (Cfg::kVarlen) row = k_off + (row + Cfg::kBlockN > sk ? sk - Cfg::kBlockN : row);
     const uint32_t k_full = bars.k.full_bar(kv.stage);
     bars.k.wait_empty(kv.stage, kv.phase);
-    mbarrier_arrive_expect_tx(k_full, Cfg::kKVBytes);  // full box bytes, even past Sk
+    mbarrier_arrive_expect_tx(k_full, Cfg::kKBytes);  // full box bytes, even past Sk
 #pragma unroll
-    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
-      tma_load_4d(smem + Cfg::kSmemK + kv.stage * Cfg::kKVBytes + c * Cfg::kKVBoxBytes, tmK, k_full,
+    for (int c = 0; c < Cfg::kQKBoxes; ++c)
+      tma_load_4d(smem + Cfg::kSmemK + kv.stage * Cfg::kKBytes + c * Cfg::kKVBoxBytes, tmK, k_full,
                   c * Cfg::kBoxCols, row, hk, b);
     const uint32_t v_full = bars.v.full_bar(kv.stage);
     bars.v.wait_empty(kv.stage, kv.phase);
-    mbarrier_arrive_expect_tx(v_full, Cfg::kKVBytes);
+    mbarrier_arrive_expect_tx(v_full, Cfg::kVBytes);
 #pragma unroll
-    for (int c = 0; c < Cfg::kBoxesPerRow; ++c)
-      tma_load_4d(smem + Cfg::kSmemV + kv.stage * Cfg::kKVBytes + c * Cfg::kKVBoxBytes, tmV, v_full,
+    for (int c = 0; c < Cfg::kVBoxes; ++c)
+      tma_load_4d(smem + Cfg::kSmemV + kv.stage * Cfg::kVBytes + c * Cfg::kKVBoxBytes, tmV, v_full,
                   c * Cfg::kBoxCols, row, hk, b);
     if (Cfg::kClaimLead >= 0 && n == n_lo + Cfg::kClaimLead) mbarrier_arrive(taken_bar);
     kv.advance();

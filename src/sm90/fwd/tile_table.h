@@ -31,12 +31,6 @@ constexpr int causal_one_cta_per_tile_seqlen(int head_dim) { return head_dim == 
 // The entry for head dim `d`. Every non-causal entry takes the stream-K tail (stream_k.h):
 // causal tiles differ in cost and the dynamic longest-first scheduler balances them instead.
 constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_causal = false) {
-  if (d == 96) {
-    // Head dims 72..96: the D=128 configuration with QK^T over 96 columns (6 k16 steps, not 8).
-    Sm90FwdOptions o = tile_table(128, bf16, causal, short_causal);
-    o.qk_dim = 96;
-    return o;
-  }
   Sm90FwdOptions o{.head_dim = d, .bf16 = bf16, .stream_k = !causal,
                    .mask = causal ? MaskKind::kCausal : MaskKind::kNone};
   if (d == 64) {
@@ -46,6 +40,12 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
     // rescale (V5: slower), no split loops (V13: three groups at 160 registers spill with them).
     o.block_n = 128;
     o.consumer_wgs = causal && short_causal ? 2 : FLASHATTN_SM90_ABL_D64_CONSUMER_WGS;
+  } else if (d == 96) {
+    // Head dims 72..96: 64B swizzle (config.h), three 32-column boxes per tile, PV at N = 96.
+    // Q 24 KiB: two Q slots, BlockN 128, 2 stages (as D=128) leave room for the O buffer.
+    o.block_n = FLASHATTN_SM90_ABL_D96_BLOCKN;
+    o.stages = FLASHATTN_SM90_ABL_D96_STAGES;
+    o.split_masked_loop = true;
   } else if (d == 128) {
     // BlockN 128, split masked/unmasked loops, two Q slots + 2 x (K, V) = 192 KiB + 32 KiB O
     // staging. Non-causal ran BlockN 176/160 before V16; with the Q slots and the TMA store 128
@@ -74,6 +74,17 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
 
 template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
 using TableConfig = Sm90FwdConfig<tile_table(D, Bf16, Causal, ShortCausal)>;
+
+// q/k head dims 136..192 with v's at most 128 (DeepSeek's MLA shape, 192 / 128), dense calls:
+// K tiles 192 columns wide, V and O 128, so PV does no work on zero columns (the D=192 kernel
+// would multiply 64 of them). Q 48 KiB + 2 x (48 + 32) KiB = 208 KiB: one Q slot, O staged in
+// it, BlockN 128 (S and O 64 registers each, as D=128).
+constexpr Sm90FwdOptions pair_table_192_128(bool bf16, bool causal) {
+  Sm90FwdOptions o = tile_table(192, bf16, causal);
+  o.v_dim = 128;
+  o.block_n = FLASHATTN_SM90_ABL_D192V128_BLOCKN;
+  return with_ablations(o);
+}
 
 // Packed variable-length batches: the dense entry (short-causal by the longest query sequence), without the stream-K
 // tail (its plan assumes equal tiles; varlen tiles of one launch differ).

@@ -1,4 +1,4 @@
-// Head dims 72..96 (the D=128 layout, QK^T over 96 columns), fp16 and bf16: one translation unit per head dim.
+// Head dims 72..96 (64B-swizzled tiles), fp16 and bf16: one translation unit per head dim.
 #include "sm90/fwd/launch.h"
 
 namespace flashattn::sm90 {
