@@ -70,6 +70,24 @@ std::vector<Case> grid() {
       cs.push_back({1, 1000, 113, 4, 4, d, causal, DType::kFloat16, false, false, dv});
     }
   }
+  // D=96 runs on 64B-swizzled tiles and (192, 128) on its own pair kernel (K and V tiles of
+  // different widths): the shapes that exercise the 128B kernels' GQA, long walks, stream-K
+  // splits, many short tiles per CTA (Q slots and O staging wrapping), and strided views.
+  for (auto [d, dv] : {std::pair{96, 0}, {192, 128}}) {
+    for (bool causal : {false, true}) {
+      cs.push_back({2, 17, 17, 8, 2, d, causal, DType::kBFloat16, false, false, dv});
+      cs.push_back({1, 4097, 4097, 8, 2, d, causal, DType::kFloat16, false, false, dv});
+      cs.push_back({1, 1000, 1000, 16, 2, d, causal, DType::kBFloat16, false, true, dv});
+      cs.push_back({16, 512, 64, 8, 2, d, causal, DType::kBFloat16, false, true, dv});
+      cs.push_back({1, 1000, 113, 4, 2, d, causal, DType::kFloat16, false, false, dv});
+    }
+    cs.push_back({1, 200, 6000, 2, 1, d, false, DType::kBFloat16, false, false, dv});
+    cs.push_back({2, 300, 3001, 3, 3, d, false, DType::kFloat16, false, true, dv});
+  }
+  cs.push_back({2, 777, 777, 4, 4, 96, true, DType::kBFloat16, true});
+  cs.push_back({1, 1000, 1000, 8, 8, 96, false, DType::kFloat16, true});
+  for (auto [d, dv] : {std::pair{176, 128}, {136, 64}, {192, 96}, {184, 120}})
+    cs.push_back({2, 333, 1000, 4, 2, d, d == 176, DType::kBFloat16, false, true, dv});
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
       cs.push_back({4, 1000, 1000, 8, 8, d, causal, DType::kBFloat16, false, true});
