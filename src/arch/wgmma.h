@@ -17,14 +17,9 @@ __device__ __forceinline__ void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// Shared-memory matrix descriptor of a 128B-swizzled tile (layout code 1 in bits 62-63):
-// start address, leading and stride byte offsets, each in 16-byte units.
-__device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
-}
-
-// The same for any swizzle width (bytes per swizzled row): 128B, 64B or 32B (codes 1, 2, 3).
+// Shared-memory matrix descriptor of a swizzled tile: start address, leading and stride byte
+// offsets (each in 16-byte units), and the swizzle width (bytes per swizzled row) as the layout
+// code in bits 62-63: 128B, 64B or 32B (codes 1, 2, 3).
 template <int kSwizzleBytes>
 __device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64 || kSwizzleBytes == 32, "swizzle: 128, 64 or 32 bytes");

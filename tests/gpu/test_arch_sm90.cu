@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(128) wgmma_ss_kernel(const uint4* a, const uin
   }
   fence_proxy_async_shared_cta();  // generic-proxy smem writes -> visible to wgmma
   __syncthreads();
-  const uint64_t da = make_smem_desc_sw128(smem_u32(sA), 16, 1024);
-  const uint64_t db = make_smem_desc_sw128(smem_u32(sB), 16, 1024);
+  const uint64_t da = make_smem_desc<128>(smem_u32(sA), 16, 1024);
+  const uint64_t db = make_smem_desc<128>(smem_u32(sB), 16, 1024);
   float acc[32];
   poison_acc(acc);
   wgmma_fence();
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(128) wgmma_rs_kernel(const uint32_t* a, const 
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       ra[kk][j] = a[(16 * w + l / 4 + 8 * (j % 2)) * (kK / 2) + (16 * kk + 8 * (j / 2) + 2 * (l % 4)) / 2];
-  const uint64_t dv = make_smem_desc_sw128(smem_u32(sV), kBoxBytes, 1024);
+  const uint64_t dv = make_smem_desc<128>(smem_u32(sV), kBoxBytes, 1024);
   float acc[N / 2];
   poison_acc(acc);
   wgmma_fence();
@@ -377,8 +377,8 @@ __global__ void __launch_bounds__(128)
   }
   fence_proxy_async_shared_cta();  // generic-proxy smem writes -> visible to wgmma
   __syncthreads();
-  const uint64_t da = make_smem_desc_sw128(smem_u32(sA), kBoxBytes, 1024);
-  const uint64_t db = make_smem_desc_sw128(smem_u32(sB), kBoxBytes, 1024);
+  const uint64_t da = make_smem_desc<128>(smem_u32(sA), kBoxBytes, 1024);
+  const uint64_t db = make_smem_desc<128>(smem_u32(sB), kBoxBytes, 1024);
   float acc[N / 2];
   poison_acc(acc);
   wgmma_fence();

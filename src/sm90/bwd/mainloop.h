@@ -38,10 +38,10 @@ struct BwdMma {
   __device__ __forceinline__ int row_local() const { return 16 * (t >> 5) + ((t & 31) >> 2); }
 
   // K-major operand of 64-row slices (K or V rows of this group; Q or dO of a stage).
-  __device__ __forceinline__ static uint64_t desc_kmajor(uint32_t base) { return arch::make_smem_desc_sw128(base, 16, 1024); }
+  __device__ __forceinline__ static uint64_t desc_kmajor(uint32_t base) { return arch::make_smem_desc<128>(base, 16, 1024); }
   // MN-major operand: rows are the k dimension (16 rows = 2048 B per step), LBO steps a 64-column box.
   __device__ __forceinline__ static uint64_t desc_mnmajor(uint32_t base, uint32_t box_bytes) {
-    return arch::make_smem_desc_sw128(base, box_bytes, 1024);
+    return arch::make_smem_desc<128>(base, box_bytes, 1024);
   }
 
   // acc (+)= A_rows(64 x D) * B_rows(kBlockM x D)^T, both K-major tiles of D columns.
