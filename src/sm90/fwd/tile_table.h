@@ -42,8 +42,12 @@ constexpr Sm90FwdOptions tile_table(int d, bool bf16, bool causal, bool short_ca
     o.consumer_wgs = causal && short_causal ? 2 : FLASHATTN_SM90_ABL_D64_CONSUMER_WGS;
   } else if (d == 96) {
     // Head dims 72..96: 64B swizzle (config.h), three 32-column boxes per tile, PV at N = 96.
-    // Q 24 KiB: two Q slots, BlockN 128, 2 stages (as D=128) leave room for the O buffer.
-    o.block_n = FLASHATTN_SM90_ABL_D96_BLOCKN;
+    // Q 24 KiB: two Q slots, 2 stages and the O buffer fit even at BlockN 176. Non-causal
+    // BlockN 176: fewer, longer key steps amortise each step's softmax bookkeeping (V25).
+    // Causal BlockN 128: divides the 128-row query tile, so the diagonal wastes less. Three
+    // consumer groups (as D=64) spilled at BlockN 128 and were no faster at 96/112 (V25).
+    o.block_n = causal ? FLASHATTN_SM90_ABL_D96_CAUSAL_BLOCKN : FLASHATTN_SM90_ABL_D96_BLOCKN;
+    o.consumer_wgs = FLASHATTN_SM90_ABL_D96_CONSUMER_WGS;
     o.stages = FLASHATTN_SM90_ABL_D96_STAGES;
     o.split_masked_loop = true;
   } else if (d == 128) {
