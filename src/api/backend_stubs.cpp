@@ -27,6 +27,7 @@ Status sm80_supports(const BwdParams&) {
   return {StatusCode::kNotSupported, "backend sm80 is not built (FLASHATTN_ARCHS lacks 80)"};
 }
 Status sm80_backward(const BwdParams& p, cudaStream_t) { return sm80_supports(p); }
+Status sm80_backward_for_smem(const BwdParams& p, int, cudaStream_t) { return sm80_supports(p); }
 #endif
 
 }  // namespace flashattn::detail

@@ -56,6 +56,10 @@ Status sm90_backward(const BwdParams& p, cudaStream_t stream);
 Status sm80_supports(const BwdParams& p);
 // Precondition: choose_backend chose kSm80 for p. Takes scratch as sm90_backward does.
 Status sm80_backward(const BwdParams& p, cudaStream_t stream);
+// sm80_backward with the kernels of a device whose opt-in shared memory per block is
+// smem_optin bytes (sm80/bwd/select.h's tier), whatever the current device has; sm80_backward
+// passes the current device's. Tests force the small tier on a larger device with it.
+Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream);
 // Naive GPU backward (src/reference): fp32 accumulation, 64-bit offsets, any valid shape.
 Status reference_backward(const BwdParams& p, cudaStream_t stream);
 // Same with P and dS rounded to the input dtype (the tests' low-precision yardstick).

@@ -113,4 +113,24 @@ inline constexpr Sm80BwdOptions kSm80BwdD128Feature{.head_dim = 128, .block_m = 
                                                     .sdp_slices = 2};
 inline constexpr Sm80BwdOptions kSm80BwdD256Feature = kSm80BwdD256;
 
+// Small-shared-memory kernels (bwd/select.h picks them): the tiles above need 145-162 KB, more
+// than the 99 KB a block may opt into on sm86 / sm89 parts (A10, L4, L40, RTX 30 / 40), where the
+// call would otherwise go to the naive reference. Each keeps its head dim's warp-tile shapes where
+// the smaller block allows, and is not tuned (no such part was measured).
+// D=64: the key block of the A100 kernel with half its query block (Q / dO still double-buffered).
+inline constexpr Sm80BwdOptions kSm80BwdD64Small{.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8,
+                                                 .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4};
+// D=128: 64 x 64 with one Q / dO stage (a second one does not fit), the next block's Q / dO
+// loading under the dQ GEMM as kSm80BwdD256 does.
+inline constexpr Sm80BwdOptions kSm80BwdD128Small{.head_dim = 128, .block_m = 64, .block_n = 64, .warps = 8,
+                                                  .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                  .double_buffer = false};
+// D=256: one Q / dO stage alone is 64 KB, so 16 keys per CTA (32 do not fit). With one m16 tile
+// of keys the S^T and dK / dV phases split queries / columns over the warps, and 8 warps would
+// leave an S^T tile 8 queries wide, below the 16 one ldmatrix_x4 of Q covers: 4 warps. Each
+// warp's dQ tile is all 64 queries by 64 columns, in two column passes (fewer live registers).
+inline constexpr Sm80BwdOptions kSm80BwdD256Small{.head_dim = 256, .block_m = 64, .block_n = 16, .warps = 4,
+                                                  .sdp_key_warps = 1, .dkv_key_warps = 1, .dq_row_warps = 1,
+                                                  .dq_passes = 2, .double_buffer = false};
+
 }  // namespace flashattn::sm80

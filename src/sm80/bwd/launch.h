@@ -114,5 +114,9 @@ Status run_bwd(const detail::BwdParams& p, cudaStream_t stream);
 // run-time softcap / ALiBi (a causal call is the window (unbounded, 0)).
 template <int D, bool Bf16>
 Status run_bwd_feature(const detail::BwdParams& p, cudaStream_t stream);
+// The small-shared-memory configurations (bwd/instantiations/bwd_d{64,128,256}_small.cu:
+// kSm80BwdD*Small, bwd/config.h), both mask kinds, for devices bwd/select.h puts in the small tier.
+template <int D, bool Bf16>
+Status run_bwd_small(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80

@@ -1,5 +1,4 @@
 // sm80 backward: what the family serves, and dispatch over the instantiated head dims.
-#include <algorithm>
 #include <string>
 
 #include "api/backends.h"
@@ -7,6 +6,7 @@
 #include "common/head_dim.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/launch.h"
+#include "sm80/bwd/select.h"
 
 namespace flashattn::detail {
 namespace {
@@ -19,14 +19,6 @@ constexpr int kBwdHeadDims[] = {64, 128, 256};
 // kernels when called directly, as tests/gpu/test_backward_features.cpp then does; on once
 // those tests passed on a device (tests/cpu/test_dispatch.cpp's feature block follows it).
 constexpr bool kServeFeatures = true;
-
-// Shared memory of the configurations serving kernel head dim hd (plain and feature).
-constexpr int bwd_smem_bytes(int hd) {
-  using namespace sm80;
-  return hd == 64    ? std::max(Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Feature>::kSmemBytes)
-         : hd == 128 ? std::max(Sm80BwdConfig<kSm80BwdD128>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128Feature>::kSmemBytes)
-                     : std::max(Sm80BwdConfig<kSm80BwdD256>::kSmemBytes, Sm80BwdConfig<kSm80BwdD256Feature>::kSmemBytes);
-}
 
 }  // namespace
 
@@ -55,15 +47,32 @@ Status sm80_supports(const BwdParams& p) {
 // dense call refused only for its window / softcap / ALiBi while kServeFeatures is off (the
 // feature tests run the kernels that way before dispatch serves them).
 Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
-  const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   DeviceInfo dev;  // cached since dispatch's lookup: no device query here
   if (Status st = current_device_info(&dev); !st.ok()) return st;
-  // The shipped tiles are sized for the 164-228 KB of A100 / H100 class parts; on a device with
-  // less opt-in shared memory (sm86 / sm89: 99 KB) the configurations that do not fit leave the
-  // call to the naive reference, so it is still answered correctly.
-  if (bwd_smem_bytes(hd) > dev.smem_optin) return reference_backward(p, stream);
+  return sm80_backward_for_smem(p, dev.smem_optin, stream);
+}
+
+// The kernel set is bwd/select.h's tier for smem_optin: the full tier's tiles are sized for the
+// 163-227 KB of A100 / H100 class parts, the small tier's for sm86 / sm89's 99 KB. Calls no
+// kernel of the tier serves (every call below the small tier; window / softcap / ALiBi below the
+// full one, as before the small tier existed: it has no feature kernels) go to the naive
+// reference, so they are still answered correctly. Precondition: sm80_backward's, and
+// smem_optin at most the current device's (a kernel over the device's limit would not launch).
+Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream) {
+  const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
+  const sm80::Sm80BwdTier tier = sm80::sm80_bwd_tier(smem_optin);
+  const bool feature = p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr;
+  if (tier == sm80::Sm80BwdTier::kNone || (feature && tier != sm80::Sm80BwdTier::kFull))
+    return reference_backward(p, stream);
   const bool bf16 = p.dtype == ElemType::kBFloat16;
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+  if (tier == sm80::Sm80BwdTier::kSmall) {
+    switch (hd) {
+      case 64: return bf16 ? sm80::run_bwd_small<64, true>(p, stream) : sm80::run_bwd_small<64, false>(p, stream);
+      case 128: return bf16 ? sm80::run_bwd_small<128, true>(p, stream) : sm80::run_bwd_small<128, false>(p, stream);
+      default: return bf16 ? sm80::run_bwd_small<256, true>(p, stream) : sm80::run_bwd_small<256, false>(p, stream);
+    }
+  }
+  if (feature) {
     switch (hd) {
       case 64: return bf16 ? sm80::run_bwd_feature<64, true>(p, stream) : sm80::run_bwd_feature<64, false>(p, stream);
       case 128: return bf16 ? sm80::run_bwd_feature<128, true>(p, stream) : sm80::run_bwd_feature<128, false>(p, stream);
