@@ -96,6 +96,9 @@ constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_
   Sm90FwdOptions o = tile_table(d, bf16, causal, short_causal);
   o.varlen = true;
   o.stream_k = false;
+  // D=96 non-causal's BlockN 176 was chosen on dense calls; varlen keeps 128 until it is timed
+  // on packed batches (shorter sequences pad less with 128).
+  if (d == 96) o.block_n = 128;
   return o;
 }
 template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
