@@ -7,6 +7,7 @@
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/launch.h"
 #include "sm80/bwd/select.h"
+#include "sm80/registry.h"
 
 namespace flashattn::detail {
 namespace {
@@ -61,7 +62,7 @@ Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
 Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream) {
   const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   const sm80::Sm80BwdTier tier = sm80::sm80_bwd_tier(smem_optin);
-  const bool feature = p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr;
+  const bool feature = sm80::needs_feature_kernel(p);
   if (tier == sm80::Sm80BwdTier::kNone || (feature && tier != sm80::Sm80BwdTier::kFull))
     return reference_backward(p, stream);
   const bool bf16 = p.dtype == ElemType::kBFloat16;

@@ -37,9 +37,6 @@ inline constexpr int kSm80BwdSmallSmem =
               Sm80BwdConfig<kSm80BwdD256Small>::kSmemBytes});
 
 static_assert(kSm80BwdSmallSmem <= kSm86SmemOptin, "the small tier must fit sm86 / sm89's 99 KB");
-static_assert(Sm80BwdConfig<kSm80BwdD64Small>::kSmemBytes <= kSm86SmemOptin, "D=64 small tile over 99 KB");
-static_assert(Sm80BwdConfig<kSm80BwdD128Small>::kSmemBytes <= kSm86SmemOptin, "D=128 small tile over 99 KB");
-static_assert(Sm80BwdConfig<kSm80BwdD256Small>::kSmemBytes <= kSm86SmemOptin, "D=256 small tile over 99 KB");
 static_assert(kSm80BwdFullSmem <= 163 * 1024, "the full tier must fit an A100's 163 KB");
 
 constexpr Sm80BwdTier sm80_bwd_tier(int smem_optin_bytes) {
