@@ -51,19 +51,21 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   pp.total_q = p.total_q;
   pp.hq = p.hq;
   pp.num_blocks = num_blocks;
-  pp.d = p.d_v;  // dsum = rowsum(dO * O) over O's columns
-  pp.scale = p.scale;
-  sm90_bwd_preprocess_varlen<Cfg, Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pp);
-  Status s = detail::check_launch("backend sm90 backward (varlen): preprocess");
-  if (!s.ok()) return s;
-
   // The packed tensors as one batch: rows past total_q / total_k come in as zeros (TMA), rows of
   // other sequences are zeroed in shared memory by the kernel.
-  // The batch stride of a (1, rows, H, D) view is never used, but TMA wants a legal one.
+  // The batch stride of a (1, rows, H, D) view is never used, but TMA (and rows_16b_aligned)
+  // wants a legal one.
   auto one_batch = [](auto t, int rows) {
     t.sb = static_cast<int64_t>(rows > 0 ? rows : 1) * t.ss;
     return t;
   };
+  pp.d = p.d_v;  // dsum = rowsum(dO * O) over O's columns
+  pp.scale = p.scale;
+  pp.vec = rows_16b_aligned(one_batch(p.o, p.total_q)) && rows_16b_aligned(one_batch(p.dout, p.total_q));
+  sm90_bwd_preprocess_varlen<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
+  Status s = detail::check_launch("backend sm90 backward (varlen): preprocess");
+  if (!s.ok()) return s;
+
   const CUtensorMapDataType dt = Cfg::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap tmQ, tmK, tmV, tmDo;
   if (!encode_bshd(&tmQ, one_batch(p.q, p.total_q), dt, 1, p.total_q, p.hq, p.d, Cfg::kBlockM) ||
@@ -91,6 +93,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   if (!s.ok()) return s;
 
   pp.d = p.d;
+  pp.vec = rows_16b_aligned(one_batch(p.dq, p.total_q));
   sm90_bwd_postprocess_varlen<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
   return detail::check_launch("backend sm90 backward (varlen): postprocess");
 }

@@ -36,8 +36,32 @@ __host__ __device__ constexpr int bwd_pre_lanes(int d) {
   return l;
 }
 
-// Rows (b, h, m) over sq_pad, m fastest; `lanes` consecutive lanes share a row, each reading 8
-// columns at a time (16-byte loads: the kernel is a pass over O and dO at copy bandwidth).
+// dsum's dot product of one row of O and dO over d columns, split over `lanes` consecutive lanes
+// (sub: this lane's index among them), each reading 8 columns at a time: 16-byte loads where
+// `vec` (the kernel is a pass over O and dO at copy bandwidth). The caller sums the lanes.
+template <class Elem>
+__device__ __forceinline__ float bwd_row_dot(const Elem* po, const Elem* pd, int d, int sub, int lanes, bool vec) {
+  float acc = 0.f;
+  if (vec) {
+    for (int c = 8 * sub; c < d; c += 8 * lanes) {  // d is a multiple of 8
+      const uint4 x = *reinterpret_cast<const uint4*>(po + c);
+      const uint4 y = *reinterpret_cast<const uint4*>(pd + c);
+      const Elem* xe = reinterpret_cast<const Elem*>(&x);
+      const Elem* ye = reinterpret_cast<const Elem*>(&y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc = fmaf(static_cast<float>(xe[i]), static_cast<float>(ye[i]), acc);
+    }
+  } else {
+    for (int c = sub; c < d; c += lanes) acc = fmaf(static_cast<float>(po[c]), static_cast<float>(pd[c]), acc);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ float bwd_lse_log2(float lse) {
+  return lse == -INFINITY ? INFINITY : lse * static_cast<float>(M_LOG2E);
+}
+
+// Rows (b, h, m) over sq_pad, m fastest; `lanes` consecutive lanes share a row.
 template <class Elem>
 __global__ void __launch_bounds__(256) sm90_bwd_preprocess(const BwdPreArgs a) {
   const int sub = threadIdx.x & (a.lanes - 1);
@@ -51,20 +75,8 @@ __global__ void __launch_bounds__(256) sm90_bwd_preprocess(const BwdPreArgs a) {
     const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
     const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h);
     const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h);
-    if (a.vec) {
-      for (int c = 8 * sub; c < a.d; c += 8 * a.lanes) {  // d is a multiple of 8
-        const uint4 x = *reinterpret_cast<const uint4*>(po + c);
-        const uint4 y = *reinterpret_cast<const uint4*>(pd + c);
-        const Elem* xe = reinterpret_cast<const Elem*>(&x);
-        const Elem* ye = reinterpret_cast<const Elem*>(&y);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc = fmaf(static_cast<float>(xe[i]), static_cast<float>(ye[i]), acc);
-      }
-    } else {
-      for (int c = sub; c < a.d; c += a.lanes) acc = fmaf(static_cast<float>(po[c]), static_cast<float>(pd[c]), acc);
-    }
-    const float l = a.lse[bh * a.sq + m];
-    lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+    acc = bwd_row_dot(po, pd, a.d, sub, a.lanes, a.vec);
+    lse2 = bwd_lse_log2(a.lse[bh * a.sq + m]);
   }
   for (int off = a.lanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (live && sub == 0) {
@@ -82,42 +94,60 @@ struct BwdPostArgs {
   bool vec = false;  // dq's rows may be written in 16-byte pieces
 };
 
-// One CTA per (b, h, query block): the accumulator (the main kernel's thread order) is read in
-// float4s, scaled and converted into a shared tile of the block's rows, then written to dq in
-// 16-byte pieces of whole rows (the thread order alone would scatter 4-byte pairs over 8 rows).
+// The postprocess's shared tile of one query block: rows of the head dim plus 16 bytes, which
+// put the 8 rows one warp writes in bwd_write_dq_rows on distinct banks.
+template <class Cfg>
+inline constexpr int kDqTilePitch = Cfg::kHeadDim + 8;
+
+// The accumulator of one query block (the main kernel's thread order) read in float4s, scaled and
+// converted into the shared tile's rows.
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a) {
-  // Row pitch: 16 bytes of padding put the 8 rows one warp writes in phase 1 on distinct banks.
-  constexpr int kPitch = Cfg::kHeadDim + 8;
-  __shared__ alignas(16) Elem tile[Cfg::kBlockM * kPitch];
-  const int64_t chunk = blockIdx.x;
-  const int m_block = static_cast<int>(chunk % a.num_m_blocks);
-  const int64_t bh = chunk / a.num_m_blocks;
-  const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+__device__ __forceinline__ void bwd_stage_dq_tile(const float* block, float scale, Elem* tile) {
+  constexpr int kPitch = kDqTilePitch<Cfg>;
   constexpr int kVecs = Cfg::kBlockM * Cfg::kHeadDim / 4;
-  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim));
+  const float4* src = reinterpret_cast<const float4*>(block);
   for (int v = threadIdx.x; v < kVecs; v += blockDim.x) {
     const float4 x = src[v];
     int r = 0, c = 0;
     Cfg::dq_element(4 * v, &r, &c);
-    *reinterpret_cast<uint32_t*>(tile + r * kPitch + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
-    *reinterpret_cast<uint32_t*>(tile + (r + 8) * kPitch + c) = arch::pack_f32x2<Cfg::kBf16>(x.z * a.scale, x.w * a.scale);
+    *reinterpret_cast<uint32_t*>(tile + r * kPitch + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * scale, x.y * scale);
+    *reinterpret_cast<uint32_t*>(tile + (r + 8) * kPitch + c) = arch::pack_f32x2<Cfg::kBf16>(x.z * scale, x.w * scale);
   }
-  __syncthreads();
-  Elem* dq = static_cast<Elem*>(a.dq.ptr);
+}
+
+// The staged tile's rows to dq in 16-byte pieces of whole rows (the thread order alone would
+// scatter 4-byte pairs over 8 rows): rows [0, rows) of the tile (the ones the call owns) and their
+// first d columns; row_ptr(r) is row r's first element in dq.
+template <class Cfg, class Elem, class RowPtr>
+__device__ __forceinline__ void bwd_write_dq_rows(const Elem* tile, int rows, int d, bool vec, RowPtr row_ptr) {
+  constexpr int kPitch = kDqTilePitch<Cfg>;
   constexpr int kPieces = Cfg::kHeadDim / 8;
   for (int i = threadIdx.x; i < Cfg::kBlockM * kPieces; i += blockDim.x) {
     const int r = i / kPieces, c = 8 * (i % kPieces);
-    const int m = m_block * Cfg::kBlockM + r;
-    if (m >= a.sq || c >= a.d) continue;  // d is a multiple of 8: a piece is all in or all out
-    Elem* dst = dq + a.dq.offset(b, m, h) + c;
-    if (a.vec) {
+    if (r >= rows || c >= d) continue;  // d is a multiple of 8: a piece is all in or all out
+    Elem* dst = row_ptr(r) + c;
+    if (vec) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(tile + r * kPitch + c);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) dst[e] = tile[r * kPitch + c + e];
     }
   }
+}
+
+// One CTA per (b, h, query block).
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a) {
+  __shared__ alignas(16) Elem tile[Cfg::kBlockM * kDqTilePitch<Cfg>];
+  const int64_t chunk = blockIdx.x;
+  const int m_block = static_cast<int>(chunk % a.num_m_blocks);
+  const int64_t bh = chunk / a.num_m_blocks;
+  const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+  bwd_stage_dq_tile<Cfg>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim), a.scale, tile);
+  __syncthreads();
+  Elem* dq = static_cast<Elem*>(a.dq.ptr);
+  bwd_write_dq_rows<Cfg>(tile, a.sq - m_block * Cfg::kBlockM, a.d, a.vec,
+                         [&](int r) { return dq + a.dq.offset(b, m_block * Cfg::kBlockM + r, h); });
 }
 
 // ---- Varlen (bwd/varlen.h): the same two kernels over the padded packed scratch ----
@@ -134,73 +164,72 @@ struct BwdVarlenPrepostArgs {
   int64_t num_blocks = 0;  // padded blocks per head
   int d = 0;               // preprocess: O's columns; postprocess: dq's
   float scale = 0.f;
+  // As BwdPreArgs / BwdPostArgs: 16-byte rows of O and dO (preprocess), of dq (postprocess).
+  bool vec = false;
 };
 
-// One warp per padded row (head, row): rows inside a sequence as the dense preprocess, every
-// other row (a sequence's last block past its end, the gaps between sequences' blocks) lse_log2
-// +inf and dsum 0, so P is 0 there.
+// One CTA per padded block of a head: the block's sequence is found once (a bisection over the
+// offsets), then bwd_pre_lanes(kHeadDim) lanes per row as the dense preprocess, every row's loads
+// issued before any reduction. Rows inside the sequence as the dense preprocess, every other row
+// (a sequence's last block past its end, the gaps between sequences' blocks) lse_log2 +inf and
+// dsum 0, so P is 0 there.
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm90_bwd_preprocess_varlen(const BwdVarlenPrepostArgs a) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t rows_per_head = a.num_blocks * Cfg::kBlockM;
-  if (row >= a.hq * rows_per_head) return;
-  const int h = static_cast<int>(row / rows_per_head);
-  const int64_t r = row % rows_per_head;
+  constexpr int kLanes = bwd_pre_lanes(Cfg::kHeadDim);  // O's columns d <= kHeadDim
+  constexpr int kRowsPerPass = 256 / kLanes;
+  constexpr int kPasses = Cfg::kBlockM / kRowsPerPass;
+  static_assert(kPasses * kRowsPerPass == Cfg::kBlockM);
+  const int64_t chunk = blockIdx.x;  // (head, padded block)
+  const int h = static_cast<int>(chunk / a.num_blocks);
   const VarlenLayout<Cfg::kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
   VarlenRows seq;
   int mb = 0;
-  float acc = 0.f;
-  float lse2 = INFINITY;
-  if (layout.find(r / Cfg::kBlockM, &seq, &mb) >= 0) {
-    const int m = mb * Cfg::kBlockM + static_cast<int>(r % Cfg::kBlockM);
-    if (m < seq.len) {
-      const int64_t q = static_cast<int64_t>(seq.start) + m;
+  const int rows = layout.find(chunk % a.num_blocks, &seq, &mb) >= 0 ? seq.len - mb * Cfg::kBlockM : 0;
+  const int sub = threadIdx.x % kLanes;
+  float acc[kPasses], lse2[kPasses];
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = i * kRowsPerPass + static_cast<int>(threadIdx.x) / kLanes;
+    acc[i] = 0.f;
+    lse2[i] = INFINITY;
+    if (r < rows) {
+      const int64_t q = static_cast<int64_t>(seq.start) + mb * Cfg::kBlockM + r;
       const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(0, q, h);
       const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(0, q, h);
-      for (int c = 2 * lane; c < a.d; c += 64) {
-        acc += static_cast<float>(po[c]) * static_cast<float>(pd[c]);
-        acc += static_cast<float>(po[c + 1]) * static_cast<float>(pd[c + 1]);
-      }
-      const float l = a.lse[static_cast<int64_t>(h) * a.total_q + q];
-      lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+      acc[i] = bwd_row_dot(po, pd, a.d, sub, kLanes, a.vec);
+      lse2[i] = bwd_lse_log2(a.lse[static_cast<int64_t>(h) * a.total_q + q]);
     }
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) {
-    a.dsum[row] = acc;
-    a.lse_log2[row] = lse2;
+  for (int i = 0; i < kPasses; ++i) {
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+    if (sub == 0) {
+      const int64_t row = chunk * Cfg::kBlockM + i * kRowsPerPass + static_cast<int>(threadIdx.x) / kLanes;
+      a.dsum[row] = acc[i];
+      a.lse_log2[row] = lse2[i];
+    }
   }
 }
 
-// One CTA per padded block of a head: the rows of a sequence's block inside the sequence go to
-// the packed dq; blocks outside every sequence are skipped (dq rows outside sequences are never
-// written).
+// One CTA per padded block of a head, as the dense postprocess: the rows of a sequence's block
+// inside the sequence go to the packed dq; blocks outside every sequence are skipped (dq rows
+// outside sequences are never written).
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm90_bwd_postprocess_varlen(const BwdVarlenPrepostArgs a) {
+  __shared__ alignas(16) Elem tile[Cfg::kBlockM * kDqTilePitch<Cfg>];
   const int64_t chunk = blockIdx.x;
   const int h = static_cast<int>(chunk / a.num_blocks);
   const VarlenLayout<Cfg::kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
   VarlenRows seq;
   int mb = 0;
-  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;
-  constexpr int kVecs = Cfg::kBlockM * Cfg::kHeadDim / 4;
-  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim));
+  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;  // the whole CTA: no barrier missed
+  bwd_stage_dq_tile<Cfg>(a.dq_accum + chunk * (Cfg::kBlockM * Cfg::kHeadDim), a.scale, tile);
+  __syncthreads();
   Elem* dq = static_cast<Elem*>(a.dq.ptr);
-  for (int v = threadIdx.x; v < kVecs; v += blockDim.x) {
-    int r = 0, c = 0;
-    Cfg::dq_element(4 * v, &r, &c);
-    if (c >= a.d) continue;
-    const int m = mb * Cfg::kBlockM + r;
-    if (m >= seq.len) continue;  // rows r + 8 lie further still
-    const float4 x = src[v];
-    const int64_t q = static_cast<int64_t>(seq.start) + m;
-    *reinterpret_cast<uint32_t*>(dq + a.dq.offset(0, q, h) + c) = arch::pack_f32x2<Cfg::kBf16>(x.x * a.scale, x.y * a.scale);
-    if (m + 8 < seq.len)
-      *reinterpret_cast<uint32_t*>(dq + a.dq.offset(0, q + 8, h) + c) =
-          arch::pack_f32x2<Cfg::kBf16>(x.z * a.scale, x.w * a.scale);
-  }
+  bwd_write_dq_rows<Cfg>(tile, seq.len - mb * Cfg::kBlockM, a.d, a.vec, [&](int r) {
+    return dq + a.dq.offset(0, static_cast<int64_t>(seq.start) + mb * Cfg::kBlockM + r, h);
+  });
 }
 
 }  // namespace flashattn::sm90
