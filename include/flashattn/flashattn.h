@@ -124,12 +124,17 @@ struct BackwardArgs {
   // Packed variable-length batch, as ForwardArgs (must be the forward's): when cu_seqlens_q is
   // set, q/out/dout/dq are (1, total_q, Hq, D|Dv), k/v/dk/dv (1, total_k, Hkv, D|Dv), lse
   // (Hq, total_q) as the varlen forward returns it. Only gradient rows inside a sequence are
-  // written (dq/dk/dv rows outside every sequence keep their contents); rows of the inputs
-  // outside every sequence are never read into a result (they may hold anything, NaN included).
+  // written (dq/dk/dv rows outside every sequence keep their contents) unless zero_outside_rows;
+  // rows of the inputs outside every sequence are never read into a result (they may hold
+  // anything, NaN included).
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   int num_seqs = 0;
   int max_seqlen_q = 0, max_seqlen_k = 0;
+  // Varlen only: also write 0 to the dq/dk/dv rows outside every sequence (their gradient: no
+  // output depends on them), so the caller need not clear the gradients before the call. A
+  // pass over the rows that writes only the outside ones, far cheaper than clearing all.
+  bool zero_outside_rows = false;
 };
 
 // Validates, dispatches and launches on `stream`. Scratch comes from a library workspace per

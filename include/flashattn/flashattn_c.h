@@ -188,13 +188,16 @@ typedef struct {
   /* ---- version 3: packed variable-length batches (as flashattn_forward_params_t v2; must be
    * the forward's). Set cu_seqlens_q to make the call varlen: q/out/dout/dq are
    * (1, total_q, Hq, D|Dv), k/v/dk/dv (1, total_k, Hkv, D|Dv), lse (Hq, total_q). Only gradient
-   * rows inside a sequence are written. All zero: a dense call. */
+   * rows inside a sequence are written, unless zero_outside_rows. All zero: a dense call. */
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int32_t num_seqs;
   int32_t max_seqlen_q;
   int32_t max_seqlen_k;
-  uint32_t reserved1; /* must be 0 (ends version 3 on an 8-byte boundary) */
+  /* Varlen only (was reserved1, which had to be 0): non-zero also writes 0 to the dq/dk/dv rows
+   * outside every sequence (BackwardArgs::zero_outside_rows). Ends version 3 on an 8-byte
+   * boundary. */
+  int32_t zero_outside_rows;
 
   /* ---- later versions append here ---- */
 } flashattn_backward_params_t;
@@ -204,7 +207,7 @@ typedef struct {
 #define FLASHATTN_BACKWARD_PARAMS_SIZE_V2 \
   (offsetof(flashattn_backward_params_t, alibi_batch_stride) + sizeof(int64_t))
 #define FLASHATTN_BACKWARD_PARAMS_SIZE_V3 \
-  (offsetof(flashattn_backward_params_t, reserved1) + sizeof(uint32_t))
+  (offsetof(flashattn_backward_params_t, zero_outside_rows) + sizeof(int32_t))
 
 static inline void flashattn_backward_params_init(flashattn_backward_params_t* p) {
   memset(p, 0, sizeof(*p));

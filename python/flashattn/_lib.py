@@ -78,12 +78,13 @@ class FlashattnTensor(ctypes.Structure):
 _I64x4 = ctypes.c_int64 * 4
 
 
-def _varlen_fields(reserved: str):
-    """The varlen block of the params structs (the same six fields in each; its padding word's
-    name follows the struct's count of reserved words)."""
+def _varlen_fields(last: str, last_type=ctypes.c_uint32):
+    """The varlen block of the params structs (the same six fields in each; the last word is the
+    forward's padding, named after the struct's count of reserved words, and the backward's
+    zero_outside_rows)."""
     return [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
             ("num_seqs", ctypes.c_int32), ("max_seqlen_q", ctypes.c_int32),
-            ("max_seqlen_k", ctypes.c_int32), (reserved, ctypes.c_uint32)]
+            ("max_seqlen_k", ctypes.c_int32), (last, last_type)]
 
 
 def _feature_fields(reserved: str):
@@ -141,8 +142,9 @@ class BackwardParams(ctypes.Structure):
         ("backend", ctypes.c_int32),
         # version 2: the forward's window, softcap and ALiBi (as ForwardParams version 3)
         *_feature_fields("reserved0"),
-        # version 3: packed variable-length batches (as ForwardParams version 2)
-        *_varlen_fields("reserved1"),
+        # version 3: packed variable-length batches (as ForwardParams version 2), and whether
+        # the gradient rows outside every sequence are zeroed
+        *_varlen_fields("zero_outside_rows", ctypes.c_int32),
     ]
 
 
@@ -239,11 +241,12 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
                          dq: FlashattnTensor, dk: FlashattnTensor, dv: FlashattnTensor,
                          softmax_scale: float = 0.0, causal: bool = False,
                          deterministic: bool = False, backend="auto",
-                         features=None, varlen=None) -> BackwardParams:
+                         features=None, varlen=None, zero_outside_rows: bool = False) -> BackwardParams:
     """A BackwardParams with struct_size set and the given fields. features: None or the
     forward's (window_left, window_right, softcap, alibi_ptr, alibi_batch_stride), as in
     make_forward_params; varlen: None (dense) or the forward's (cu_seqlens_q_ptr,
-    cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k)."""
+    cu_seqlens_k_ptr, num_seqs, max_seqlen_q, max_seqlen_k); zero_outside_rows (varlen only):
+    the library also writes 0 to the gradient rows outside every sequence."""
     p = BackwardParams(ctypes.sizeof(BackwardParams), dout, q, k, v, out, int(lse_ptr) or None,
                        dq, dk, dv, float(softmax_scale), 1 if causal else 0,
                        1 if deterministic else 0, _backend_id(backend))
@@ -251,6 +254,7 @@ def make_backward_params(dout: FlashattnTensor, q: FlashattnTensor, k: Flashattn
         _set_features(p, features)
     if varlen is not None:
         _set_varlen(p, varlen)
+    p.zero_outside_rows = 1 if zero_outside_rows else 0
     return p
 
 
@@ -541,18 +545,19 @@ def backward(dout: FlashattnTensor, q: FlashattnTensor, k: FlashattnTensor, v: F
              out: FlashattnTensor, lse_ptr: int, dq: FlashattnTensor, dk: FlashattnTensor,
              dv: FlashattnTensor, softmax_scale: float = 0.0, causal: bool = False,
              deterministic: bool = False, backend="auto", stream: int = 0,
-             features=None, varlen=None) -> None:
+             features=None, varlen=None, zero_outside_rows: bool = False) -> None:
     """flashattn_backward_ex on raw descriptors; raises on a non-zero status.
 
     dq, dk, dv are overwritten (dk/dv shaped like k/v; under GQA the library sums each KV head's
     query heads). lse_ptr: the forward's (B, Hq, Sq) fp32 contiguous lse ((Hq, total_q) for
     varlen). softmax_scale, causal, features and varlen (see make_backward_params) must be the
-    forward's; a varlen call writes only gradient rows inside its sequences. NotImplementedError
-    when the library has no backward pass.
+    forward's; a varlen call writes only gradient rows inside its sequences, and 0 to the rows
+    outside every sequence too if zero_outside_rows. NotImplementedError when the library has no
+    backward pass.
     """
     lib = _backward_lib()
     params = make_backward_params(dout, q, k, v, out, lse_ptr, dq, dk, dv, softmax_scale, causal,
-                                  deterministic, backend, features, varlen)
+                                  deterministic, backend, features, varlen, zero_outside_rows)
     rc = lib.flashattn_backward_ex(ctypes.byref(params), int(stream) or None)
     if rc:
         raise_for_status(rc, "flashattn_backward")

@@ -97,11 +97,12 @@ def _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k) -> No
 def _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
                     max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool,
                     backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv (shaped like q, k, v) on the current stream. The library writes only the rows
-    inside sequences; the others are gradients of rows no output depends on: zero."""
-    dq, dk, dv = (torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    """dq, dk, dv (shaped like q, k, v) on the current stream. The library writes the rows inside
+    sequences, and 0 to the others (zero_outside_rows: gradients of rows no output depends on),
+    so the gradients need no clearing pass of their own."""
     if q.numel() == 0 or k.numel() == 0:
-        return dq, dk, dv
+        return tuple(torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     (do4, d_do), (q4, d_q), (k4, d_k), (v4, d_v), (o4, d_o) = (
         _prepared(t.unsqueeze(0)) for t in (dout, q, k, v, out))
     if not lse.is_contiguous():
@@ -113,7 +114,8 @@ def _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seq
     with contextlib.nullcontext() if dev == torch.cuda.current_device() else torch.cuda.device(dev):
         _lib.backward(d_do, d_q, d_k, d_v, d_o, lse.data_ptr(), _descriptor(dq4, _lib_strides(dq4)),
                       _descriptor(dk4, _lib_strides(dk4)), _descriptor(dv4, _lib_strides(dv4)), softmax_scale,
-                      causal, deterministic, backend, torch.cuda.current_stream(dev).cuda_stream, varlen=varlen)
+                      causal, deterministic, backend, torch.cuda.current_stream(dev).cuda_stream, varlen=varlen,
+                      zero_outside_rows=True)
     return dq, dk, dv
 
 

@@ -57,6 +57,21 @@ Status zero_fill_gradients(const BackwardArgs& a, cudaStream_t stream) {
   return s;
 }
 
+// BackwardArgs::zero_outside_rows (validation admits it on varlen calls only): the gradient rows
+// outside every sequence, which no kernel writes, get 0.
+Status zero_outside_rows(const BackwardArgs& a, cudaStream_t stream) {
+  if (!a.zero_outside_rows) return Status::Ok();
+  Status s;
+  const TensorRef* grads[] = {&a.dq, &a.dk, &a.dv};
+  for (const TensorRef* g : grads) {
+    const bool q_side = g == &a.dq;
+    if (s.ok())
+      s = zero_fill_varlen_outside(g->data, g->shape, g->stride, q_side ? a.cu_seqlens_q : a.cu_seqlens_k,
+                                   a.num_seqs, q_side ? a.max_seqlen_q : a.max_seqlen_k, stream);
+  }
+  return s;
+}
+
 }  // namespace
 
 Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who) {
@@ -86,16 +101,20 @@ Status backward(const BackwardArgs& args, cudaStream_t stream) {
   bool empty = false;
   Status s = detail::validate_and_convert(args, &p, &empty);
   if (!s.ok()) return s;
-  if (empty) return detail::zero_fill_gradients(args, stream);
+  if (empty) {
+    s = detail::zero_fill_gradients(args, stream);
+    return s.ok() ? detail::zero_outside_rows(args, stream) : s;
+  }
   Backend chosen = Backend::kReference;
   s = detail::pick_backend(p, args.backend, &chosen);
   if (!s.ok()) return s;
   // choose_backend has checked the device and the family's supports(): the families trust it.
   switch (chosen) {
-    case Backend::kSm90: return detail::sm90_backward(p, stream);
-    case Backend::kSm80: return detail::sm80_backward(p, stream);
-    default: return detail::reference_backward(p, stream);
+    case Backend::kSm90: s = detail::sm90_backward(p, stream); break;
+    case Backend::kSm80: s = detail::sm80_backward(p, stream); break;
+    default: s = detail::reference_backward(p, stream); break;
   }
+  return s.ok() ? detail::zero_outside_rows(args, stream) : s;
 }
 
 }  // namespace flashattn

@@ -195,12 +195,12 @@ int build_args(const flashattn_backward_params_t* params, flashattn::BackwardArg
   a->softcap = p.softcap;
   a->alibi_slopes = p.alibi_slopes;
   a->alibi_batch_stride = p.alibi_batch_stride;
-  if (p.reserved1 != 0) return invalid("params.reserved1: must be 0");
   a->cu_seqlens_q = p.cu_seqlens_q;
   a->cu_seqlens_k = p.cu_seqlens_k;
   a->num_seqs = p.num_seqs;
   a->max_seqlen_q = p.max_seqlen_q;
   a->max_seqlen_k = p.max_seqlen_k;
+  a->zero_outside_rows = p.zero_outside_rows != 0;
   return FLASHATTN_OK;
 }
 

@@ -452,6 +452,8 @@ Status validate_and_convert(const BackwardArgs& a, BwdParams* p, bool* empty_out
   bool empty = false;
   Status s = validate_and_convert(fa, &fp, &empty);
   if (!s.ok()) return s;
+  if (a.zero_outside_rows && a.cu_seqlens_q == nullptr)
+    return invalid("zero_outside_rows: set on a dense call (it is for varlen calls, cu_seqlens_q set)");
   // A varlen call whose sequences have no keys at all (max_seqlen_k 0) computes nothing either:
   // its dq rows are 0 (backward() zeroes the rows inside sequences, as for every empty varlen
   // call). The forward has no such case: it still writes out 0 and lse -inf.

@@ -56,6 +56,30 @@ __global__ void zero_fill_varlen_kernel(uint16_t* data, Shape4 v, int64_t total,
   }
 }
 
+// Varlen: every element of the rows outside every sequence (rows before the first offset, after
+// the last, and past a sequence's clamped length). One warp per row: the row's sequence is found
+// once (bisection, as above), and only outside rows are written, so the pass costs little more
+// than the offsets' reads when the sequences cover the view.
+__global__ void zero_fill_varlen_outside_kernel(uint16_t* data, Shape4 v, const int* cu, int num_seqs, int max_len) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int64_t per_row = v.n[2] * v.n[3];
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < v.n[1]; row += warps) {
+    int lo = 0, hi = num_seqs;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (min(max(static_cast<int64_t>(cu[mid]), int64_t{0}), v.n[1]) <= row) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0) {
+      int64_t start = 0, len = 0;
+      varlen_rows(cu, lo - 1, max_len, v.n[1], &start, &len);
+      if (row < start + len) continue;
+    }
+    for (int64_t e = lane; e < per_row; e += 32) data[row * v.s[1] + (e / v.n[3]) * v.s[2] + e % v.n[3]] = 0;
+  }
+}
+
 }  // namespace
 
 Status zero_fill_varlen_rows(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
@@ -90,6 +114,21 @@ Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
   zero_fill_4d_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       static_cast<uint16_t*>(data), v, total);
   return check_launch("zero_fill_4d");
+}
+
+Status zero_fill_varlen_outside(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
+                                int num_seqs, int max_len, cudaStream_t stream) {
+  Shape4 v;
+  for (int k = 0; k < 4; ++k) {
+    v.n[k] = shape[k];
+    v.s[k] = stride[k];
+  }
+  if (v.n[0] == 0 || v.n[1] == 0 || v.n[2] == 0 || v.n[3] == 0) return Status::Ok();
+  constexpr int kThreads = 256, kRowsPerBlock = kThreads / 32;
+  const int64_t blocks = std::min<int64_t>((v.n[1] + kRowsPerBlock - 1) / kRowsPerBlock, 8192);
+  zero_fill_varlen_outside_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<uint16_t*>(data), v, cu, num_seqs < 0 ? 0 : num_seqs, max_len < 0 ? 0 : max_len);
+  return check_launch("zero_fill_varlen_outside");
 }
 
 }  // namespace flashattn::detail

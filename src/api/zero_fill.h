@@ -22,4 +22,10 @@ Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
 Status zero_fill_varlen_rows(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
                              int num_seqs, int max_len, cudaStream_t stream);
 
+// A varlen call's gradient under BackwardArgs::zero_outside_rows: zeroes the rows of a packed
+// (1, total, H, D) view that lie outside every sequence (the complement of zero_fill_varlen_rows'
+// rows, with the same clamping) and nothing else. num_seqs 0: every row.
+Status zero_fill_varlen_outside(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
+                                int num_seqs, int max_len, cudaStream_t stream);
+
 }  // namespace flashattn::detail

@@ -469,9 +469,10 @@ TEST(CApiBwdParams, OldCallerIsAccepted) {
 TEST(CApiBwdParams, VersionThreeCarriesVarlen) {
   EXPECT_EQ(FLASHATTN_BACKWARD_PARAMS_SIZE_V3, sizeof(flashattn_backward_params_t));
   flashattn_backward_params_t p = bwd_params();
-  p.reserved1 = 1;
+  // zero_outside_rows (once reserved1) reaches validation: a dense call that sets it is named.
+  p.zero_outside_rows = 1;
   EXPECT_EQ(flashattn_backward_ex(&p, nullptr), FLASHATTN_INVALID_ARGUMENT);
-  EXPECT_TRUE(contains(flashattn_last_error(), "reserved1")) << flashattn_last_error();
+  EXPECT_TRUE(contains(flashattn_last_error(), "zero_outside_rows")) << flashattn_last_error();
   // The varlen fields reach validation: a call with cu_seqlens_k but no cu_seqlens_q is named.
   p = bwd_params();
   p.cu_seqlens_k = reinterpret_cast<const int32_t*>(region(9));

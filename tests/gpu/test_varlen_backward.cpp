@@ -184,7 +184,9 @@ struct VarlenBwdBuffers {
   }
 
   // Elements of rows outside the sequences that lost their 0xFFFF poison, over dq, dk, dv.
-  int64_t touched_outside() const {
+  int64_t touched_outside() const { return outside_not(0xFFFF); }
+  // Elements of rows outside the sequences whose bits are not `bits`, over dq, dk, dv.
+  int64_t outside_not(uint16_t bits) const {
     int64_t n = 0;
     const std::pair<const DeviceBuffer*, std::pair<const std::vector<int>*, int>> grads[] = {
         {dq_.get(), {&cu_q, hq}}, {dk_.get(), {&cu_k, hkv}}, {dv_.get(), {&cu_k, hkv}}};
@@ -194,9 +196,24 @@ struct VarlenBwdBuffers {
       const size_t row = size_t(geo.second) * d;
       const size_t inside0 = size_t(geo.first->front()) * row, inside1 = size_t(geo.first->back()) * row;
       for (size_t e = 0; e < h.size(); ++e)
-        if (e < inside0 || e >= inside1) n += h[e] != 0xFFFF;
+        if (e < inside0 || e >= inside1) n += h[e] != bits;
     }
     return n;
+  }
+  // The bytes of dq, dk, dv's rows from the first sequence's start to the last one's end.
+  std::vector<uint8_t> inside_grad_bytes() const {
+    std::vector<uint8_t> all;
+    const std::pair<const DeviceBuffer*, std::pair<const std::vector<int>*, int>> grads[] = {
+        {dq_.get(), {&cu_q, hq}}, {dk_.get(), {&cu_k, hkv}}, {dv_.get(), {&cu_k, hkv}}};
+    for (const auto& [buf, geo] : grads) {
+      const size_t row = size_t(geo.second) * d * 2;
+      std::vector<uint8_t> h(size_t(geo.first->back() - geo.first->front()) * row);
+      EXPECT_EQ(cudaMemcpy(h.data(), static_cast<const char*>(buf->ptr) + size_t(geo.first->front()) * row, h.size(),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      all.insert(all.end(), h.begin(), h.end());
+    }
+    return all;
   }
   std::vector<uint8_t> grad_bytes() const {
     std::vector<uint8_t> all;
@@ -287,6 +304,34 @@ TEST_P(VarlenBackwardDeterministic, BitwiseAcrossRunsAndStreams) {
       });
 }
 
+// zero_outside_rows: the rows outside the sequences (poisoned before the call) become 0, the
+// rows inside are bitwise those of the same deterministic call without it.
+class VarlenBackwardZeroOutside : public ::testing::TestWithParam<VarlenBwdCase> {};
+
+TEST_P(VarlenBackwardZeroOutside, ZeroesOutsideRowsAndKeepsTheRest) {
+  FLASHATTN_REQUIRE_GPU();
+  const VarlenBwdCase c = GetParam();
+  VarlenBwdBuffers buf(c.lq, c.lk, c.hq, c.hkv, c.d, c.dt);
+  BackwardArgs args = buf.args(c.causal, c.backend, /*deterministic=*/true);
+  Backend chosen{};
+  RESOLVE_OR_SKIP(args, chosen);
+  buf.fill(seed_of(c) + 9);
+  run_forward(buf, c.causal, c.backend);
+  buf.poison_grads(nullptr);
+  Status s = backward(args);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_GT(buf.outside_not(0), 0) << "the case must have rows outside its sequences";
+  const std::vector<uint8_t> plain = buf.inside_grad_bytes();
+  args.zero_outside_rows = true;
+  buf.poison_grads(nullptr);
+  s = backward(args);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(buf.outside_not(0), 0) << backend_name(chosen) << ": outside rows not zeroed";
+  EXPECT_TRUE(buf.inside_grad_bytes() == plain) << backend_name(chosen) << ": rows inside the sequences changed";
+}
+
 std::vector<VarlenBwdCase> deterministic_cases() {
   const std::vector<Lengths> sets = length_sets();
   std::vector<VarlenBwdCase> cs;
@@ -299,6 +344,8 @@ std::vector<VarlenBwdCase> deterministic_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, VarlenBackwardDeterministic, ::testing::ValuesIn(deterministic_cases()),
+                         [](const auto& info) { return name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Grid, VarlenBackwardZeroOutside, ::testing::ValuesIn(deterministic_cases()),
                          [](const auto& info) { return name(info.param); });
 
 // No sequence has a query (every lq 0), or none has a key: nothing flows, and exactly the
@@ -327,6 +374,13 @@ TEST(VarlenBackwardEmpty, ZeroesOnlyRowsInsideSequences) {
       for (int64_t e = int64_t(cu->front()) * row; e < int64_t(cu->back()) * row; ++e) nonzero += !(h[e] == 0.0);
     }
     EXPECT_EQ(nonzero, 0) << "no_queries " << no_queries << ": rows inside sequences must be 0";
+    // With zero_outside_rows the rows outside are zeroed as well: every gradient element is 0.
+    BackwardArgs all = args;
+    all.zero_outside_rows = true;
+    buf.poison_grads(nullptr);
+    ASSERT_TRUE(backward(all).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(buf.outside_not(0), 0) << "no_queries " << no_queries << ": zero_outside_rows";
   }
 }
 

@@ -49,8 +49,8 @@ def test_backward_params_layout_follows_the_header():
     assert P.backend.offset + 4 == 672
     assert P.alibi_batch_stride.offset + 8 == 704
     assert [P.cu_seqlens_q.offset, P.cu_seqlens_k.offset, P.num_seqs.offset, P.max_seqlen_q.offset,
-            P.max_seqlen_k.offset, P.reserved1.offset] == [704, 712, 720, 724, 728, 732]
-    assert P.reserved1.offset + 4 == ctypes.sizeof(P) == 736
+            P.max_seqlen_k.offset, P.zero_outside_rows.offset] == [704, 712, 720, 724, 728, 732]
+    assert P.zero_outside_rows.offset + 4 == ctypes.sizeof(P) == 736
 
 
 @needs_bwd_symbol

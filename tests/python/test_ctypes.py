@@ -161,8 +161,8 @@ def test_backward_params_mirror_ends_at_its_last_field():
         P.window_left_plus1.offset + d for d in (4, 8, 12, 16, 24)]
     assert P.cu_seqlens_q.offset == P.alibi_batch_stride.offset + 8
     assert [P.cu_seqlens_k.offset, P.num_seqs.offset, P.max_seqlen_q.offset, P.max_seqlen_k.offset,
-            P.reserved1.offset] == [P.cu_seqlens_q.offset + d for d in (8, 16, 20, 24, 28)]
-    assert P.reserved1.offset + 4 == ctypes.sizeof(P)
+            P.zero_outside_rows.offset] == [P.cu_seqlens_q.offset + d for d in (8, 16, 20, 24, 28)]
+    assert P.zero_outside_rows.offset + 4 == ctypes.sizeof(P)
 
 
 @needs_lib
@@ -170,7 +170,7 @@ def test_backward_params_mirror_matches_library():
     if not c_api.has_backward():
         pytest.skip(f"no usable backward pass: {c_api.backward_unavailable()}")
     P = c_api.BackwardParams
-    assert P.reserved1.offset + 4 == ctypes.sizeof(P) == c_api.backward_params_size()
+    assert P.zero_outside_rows.offset + 4 == ctypes.sizeof(P) == c_api.backward_params_size()
 
 
 def test_make_params_write_features():
