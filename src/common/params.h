@@ -76,6 +76,9 @@ struct AttnParams {
 
   // A window is set (on either side): the call needs MaskKind::kLocal.
   FLASHATTN_HOST_DEVICE bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // A window, a softcap or ALiBi slopes: only a feature kernel (MaskKind::kLocal, run-time
+  // softcap and ALiBi) serves the call.
+  FLASHATTN_HOST_DEVICE bool has_features() const { return has_window() || softcap > 0.f || alibi_slopes != nullptr; }
   // The factor inside softcap's tanh, scale / softcap (0: no softcap), and what the kernels'
   // exp2 then multiplies a score by: softcap * log2(e) on tanh(scale * s / softcap), else
   // scale_log2 on s.

@@ -75,7 +75,7 @@ const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
   const int hd = sm80::kernel_head_dim(p.d, p.d_v);
   if (hd == 0) return nullptr;
   if (p.varlen()) return find_varlen_kernel(hd, p.dtype, p.causal);
-  if (sm80::needs_feature_kernel(p)) return find_feature_kernel(hd, p.dtype);
+  if (p.has_features()) return find_feature_kernel(hd, p.dtype);
   const bool padded = sm80::needs_padding(p.d, p.d_v);
   const TunedRow* r = sm80::select_tuned_row(
       kTunedRows, sm, p.dtype, hd, p.causal, p.sq, p.sk,
@@ -94,7 +94,7 @@ bool sm80_built() { return true; }
 // kernel, under the same head-dim, dtype and grid limits (batch: the number of sequences).
 // Windows, softcap and ALiBi run on the head dim's feature kernel, dense batches only.
 Status sm80_supports(const FwdParams& p) {
-  if (p.varlen() && sm80::needs_feature_kernel(p)) {
+  if (p.varlen() && p.has_features()) {
     return {StatusCode::kNotSupported, "backend sm80: window_size / softcap / ALiBi with varlen not implemented yet"};
   }
   if (p.varlen() && p.cu_k == nullptr) {

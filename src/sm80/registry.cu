@@ -89,7 +89,7 @@ Status launch_entry(const KernelEntry& e, const detail::FwdParams& p, cudaStream
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve " +
                                            (p.varlen() ? "varlen (packed) calls" : "dense calls")};
   }
-  if (e.feature != needs_feature_kernel(p)) {
+  if (e.feature != p.has_features()) {
     return {StatusCode::kNotSupported, "backend sm80: kernel " + e.name() + " does not serve calls " +
                                            (e.feature ? "without" : "with") + " a window, softcap or ALiBi"};
   }

@@ -19,13 +19,8 @@ namespace flashattn::sm80 {
 using LaunchFn = Status (*)(const detail::FwdParams&, cudaStream_t);
 
 // The mask kind of a call without a window, softcap or ALiBi (the feature kernels serve those
-// with kLocal: needs_feature_kernel).
+// with kLocal: AttnParams::has_features).
 constexpr MaskKind mask_kind(bool causal) { return causal ? MaskKind::kCausal : MaskKind::kNone; }
-
-// The call sets a window, a softcap or ALiBi slopes: only a feature kernel serves it.
-inline bool needs_feature_kernel(const detail::AttnParams& p) {
-  return p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr;
-}
 
 struct KernelEntry {
   Sm80FwdOptions options;
@@ -40,7 +35,7 @@ struct KernelEntry {
   // (FwdParams::varlen()) and nothing else; listed by varlen_kernels(), not library_kernels().
   bool varlen = false;
   // The Sm80FwdFeature kernels (fwd/config.h): the kLocal mask with run-time softcap and ALiBi,
-  // for calls that set any of them (needs_feature_kernel); listed by library_feature_kernels().
+  // for calls that set any of them (AttnParams::has_features); listed by library_feature_kernels().
   bool feature = false;
 
   LaunchFn launch_for(MaskKind kind) const { return launch[static_cast<int>(kind)]; }

@@ -42,7 +42,7 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // A head dim between two instantiated ones runs on the larger kernel: TMA fills the columns
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+  if (p.has_features()) {
     switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
       case 64: return bf16 ? sm90::run_fwd_feature<64, true>(p, stream) : sm90::run_fwd_feature<64, false>(p, stream);
       case 96: return bf16 ? sm90::run_fwd_feature<96, true>(p, stream) : sm90::run_fwd_feature<96, false>(p, stream);

@@ -79,7 +79,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
     a.alibi = p.alibi_slopes;
     a.alibi_bstride = p.alibi_batch_stride;
   } else {
-    if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+    if (p.has_features())
       return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};
   }
 

@@ -62,7 +62,7 @@ Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
 Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream) {
   const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   const sm80::Sm80BwdTier tier = sm80::sm80_bwd_tier(smem_optin);
-  const bool feature = sm80::needs_feature_kernel(p);
+  const bool feature = p.has_features();
   if (tier == sm80::Sm80BwdTier::kNone || (feature && tier != sm80::Sm80BwdTier::kFull))
     return reference_backward(p, stream);
   const bool bf16 = p.dtype == ElemType::kBFloat16;

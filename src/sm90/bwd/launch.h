@@ -103,7 +103,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
     args.softcap_scale = p.softcap_scale();
     args.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
   } else {
-    if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+    if (p.has_features())
       return {StatusCode::kInternal, "backend sm90 backward: window / softcap / ALiBi on a kernel without them"};
   }
 

@@ -82,7 +82,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   args.total_q = p.total_q;
   args.total_k = p.total_k;
   args.turn_m_blocks = turn_m;
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr)
+  if (p.has_features())
     return {StatusCode::kInternal, "backend sm90 backward (varlen): window / softcap / ALiBi reached a varlen kernel"};
 
   auto kernel = sm90_bwd_varlen_kernel<Cfg, Elem>;

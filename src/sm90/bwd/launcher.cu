@@ -62,7 +62,7 @@ Status sm90_backward(const BwdParams& p, cudaStream_t stream) {
       default: return bf16 ? sm90::run_bwd_varlen<256, true>(p, stream) : sm90::run_bwd_varlen<256, false>(p, stream);
     }
   }
-  if (p.has_window() || p.softcap > 0.f || p.alibi_slopes != nullptr) {
+  if (p.has_features()) {
     switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
       case 64: return bf16 ? sm90::run_bwd_feature<64, true>(p, stream) : sm90::run_bwd_feature<64, false>(p, stream);
       case 128: return bf16 ? sm90::run_bwd_feature<128, true>(p, stream) : sm90::run_bwd_feature<128, false>(p, stream);
