@@ -61,15 +61,10 @@ Status zero_fill_gradients(const BackwardArgs& a, cudaStream_t stream) {
 // outside every sequence, which no kernel writes, get 0.
 Status zero_outside_rows(const BackwardArgs& a, cudaStream_t stream) {
   if (!a.zero_outside_rows) return Status::Ok();
-  Status s;
-  const TensorRef* grads[] = {&a.dq, &a.dk, &a.dv};
-  for (const TensorRef* g : grads) {
-    const bool q_side = g == &a.dq;
-    if (s.ok())
-      s = zero_fill_varlen_outside(g->data, g->shape, g->stride, q_side ? a.cu_seqlens_q : a.cu_seqlens_k,
-                                   a.num_seqs, q_side ? a.max_seqlen_q : a.max_seqlen_k, stream);
-  }
-  return s;
+  const VarlenGradView views[] = {{a.dq.data, a.dq.shape, a.dq.stride, a.cu_seqlens_q, a.max_seqlen_q},
+                                  {a.dk.data, a.dk.shape, a.dk.stride, a.cu_seqlens_k, a.max_seqlen_k},
+                                  {a.dv.data, a.dv.shape, a.dv.stride, a.cu_seqlens_k, a.max_seqlen_k}};
+  return zero_fill_varlen_outside(views, 3, a.num_seqs, stream);
 }
 
 }  // namespace

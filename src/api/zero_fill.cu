@@ -56,27 +56,51 @@ __global__ void zero_fill_varlen_kernel(uint16_t* data, Shape4 v, int64_t total,
   }
 }
 
+// The end of the sequence whose rows (clamped as above) hold `row`, or -1 if none does: the
+// last sequence starting at or before it, by bisection over the (nondecreasing) offsets.
+__device__ int64_t covering_end(const int* cu, int num_seqs, int max_len, int64_t total, int64_t row) {
+  int lo = 0, hi = num_seqs;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (min(max(static_cast<int64_t>(cu[mid]), int64_t{0}), total) <= row) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return -1;
+  int64_t start = 0, len = 0;
+  varlen_rows(cu, lo - 1, max_len, total, &start, &len);
+  return row < start + len ? start + len : -1;
+}
+
+// zero_fill_varlen_outside's gradients, one launch for all of them.
+struct OutsideRows {
+  static constexpr int kMax = 3;
+  uint16_t* data[kMax];
+  Shape4 v[kMax];
+  const int* cu[kMax];
+  int max_len[kMax];
+  int num_seqs;
+};
+
 // Varlen: every element of the rows outside every sequence (rows before the first offset, after
-// the last, and past a sequence's clamped length). One warp per row: the row's sequence is found
-// once (bisection, as above), and only outside rows are written, so the pass costs little more
-// than the offsets' reads when the sequences cover the view.
-__global__ void zero_fill_varlen_outside_kernel(uint16_t* data, Shape4 v, const int* cu, int num_seqs, int max_len) {
+// the last, and past a sequence's clamped length). Grid (chunks of kChunkRows rows, views): a
+// chunk inside one sequence (the common case: the sequences cover the rows) costs one bisection
+// and writes nothing; any other chunk finds each row's sequence, one warp per row, and zeroes
+// the rows outside.
+constexpr int kChunkRows = 256;
+__global__ void zero_fill_varlen_outside_kernel(OutsideRows a) {
+  const int t = blockIdx.y;
+  if (a.data[t] == nullptr) return;
+  const Shape4& v = a.v[t];
+  const int64_t total = v.n[1];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kChunkRows;
+  if (r0 >= total) return;
+  const int64_t r1 = min(r0 + kChunkRows, total);
+  if (covering_end(a.cu[t], a.num_seqs, a.max_len[t], total, r0) >= r1) return;
   const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int64_t per_row = v.n[2] * v.n[3];
-  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < v.n[1]; row += warps) {
-    int lo = 0, hi = num_seqs;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (min(max(static_cast<int64_t>(cu[mid]), int64_t{0}), v.n[1]) <= row) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo > 0) {
-      int64_t start = 0, len = 0;
-      varlen_rows(cu, lo - 1, max_len, v.n[1], &start, &len);
-      if (row < start + len) continue;
-    }
-    for (int64_t e = lane; e < per_row; e += 32) data[row * v.s[1] + (e / v.n[3]) * v.s[2] + e % v.n[3]] = 0;
+  for (int64_t row = r0 + threadIdx.x / 32; row < r1; row += blockDim.x / 32) {
+    if (covering_end(a.cu[t], a.num_seqs, a.max_len[t], total, row) >= 0) continue;
+    for (int64_t e = lane; e < per_row; e += 32) a.data[t][row * v.s[1] + (e / v.n[3]) * v.s[2] + e % v.n[3]] = 0;
   }
 }
 
@@ -116,18 +140,28 @@ Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
   return check_launch("zero_fill_4d");
 }
 
-Status zero_fill_varlen_outside(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
-                                int num_seqs, int max_len, cudaStream_t stream) {
-  Shape4 v;
-  for (int k = 0; k < 4; ++k) {
-    v.n[k] = shape[k];
-    v.s[k] = stride[k];
+Status zero_fill_varlen_outside(const VarlenGradView* views, int count, int num_seqs, cudaStream_t stream) {
+  if (count > OutsideRows::kMax) return {StatusCode::kInternal, "zero_fill_varlen_outside: too many views"};
+  OutsideRows a{};
+  a.num_seqs = num_seqs < 0 ? 0 : num_seqs;
+  int64_t rows = 0;
+  for (int t = 0; t < count; ++t) {
+    const VarlenGradView& g = views[t];
+    bool any = true;
+    for (int k = 0; k < 4; ++k) {
+      a.v[t].n[k] = g.shape[k];
+      a.v[t].s[k] = g.stride[k];
+      any = any && g.shape[k] > 0;
+    }
+    if (!any) continue;
+    a.data[t] = static_cast<uint16_t*>(g.data);
+    a.cu[t] = g.cu;
+    a.max_len[t] = g.max_len < 0 ? 0 : g.max_len;
+    rows = std::max(rows, g.shape[1]);
   }
-  if (v.n[0] == 0 || v.n[1] == 0 || v.n[2] == 0 || v.n[3] == 0) return Status::Ok();
-  constexpr int kThreads = 256, kRowsPerBlock = kThreads / 32;
-  const int64_t blocks = std::min<int64_t>((v.n[1] + kRowsPerBlock - 1) / kRowsPerBlock, 8192);
-  zero_fill_varlen_outside_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      static_cast<uint16_t*>(data), v, cu, num_seqs < 0 ? 0 : num_seqs, max_len < 0 ? 0 : max_len);
+  if (rows == 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>((rows + kChunkRows - 1) / kChunkRows), static_cast<unsigned>(count));
+  zero_fill_varlen_outside_kernel<<<grid, 256, 0, stream>>>(a);
   return check_launch("zero_fill_varlen_outside");
 }
 

@@ -22,10 +22,18 @@ Status zero_fill_4d(void* data, const int64_t shape[4], const int64_t stride[4],
 Status zero_fill_varlen_rows(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
                              int num_seqs, int max_len, cudaStream_t stream);
 
-// A varlen call's gradient under BackwardArgs::zero_outside_rows: zeroes the rows of a packed
-// (1, total, H, D) view that lie outside every sequence (the complement of zero_fill_varlen_rows'
-// rows, with the same clamping) and nothing else. num_seqs 0: every row.
-Status zero_fill_varlen_outside(void* data, const int64_t shape[4], const int64_t stride[4], const int32_t* cu,
-                                int num_seqs, int max_len, cudaStream_t stream);
+// One packed (1, total, H, D) 16-bit gradient view of a varlen call and its side's offsets.
+struct VarlenGradView {
+  void* data = nullptr;
+  const int64_t* shape = nullptr;
+  const int64_t* stride = nullptr;
+  const int32_t* cu = nullptr;
+  int max_len = 0;
+};
+
+// A varlen call's gradients under BackwardArgs::zero_outside_rows (at most 3 views, one launch):
+// zeroes the rows of each view that lie outside every sequence (the complement of
+// zero_fill_varlen_rows' rows, with the same clamping) and nothing else. num_seqs 0: every row.
+Status zero_fill_varlen_outside(const VarlenGradView* views, int count, int num_seqs, cudaStream_t stream);
 
 }  // namespace flashattn::detail
