@@ -15,11 +15,7 @@ bool sm90_built() { return true; }
 // The device's capability (9.0) is choose_backend's check, and p.scale > 0 validation's
 // (src/api/backends.h): only what the sm90 kernels add is checked here.
 Status sm90_supports(const FwdParams& p) {
-  // Windows, softcap and ALiBi run on the feature kernels (dense batches only, for now).
-  if ((p.has_window() || p.softcap > 0.f) && p.varlen())
-    return {StatusCode::kNotSupported, "backend sm90: window_size / softcap with varlen not implemented yet"};
-  if (p.alibi_slopes != nullptr && p.varlen())
-    return {StatusCode::kNotSupported, "backend sm90: ALiBi with varlen not implemented yet"};
+  // Windows, softcap and ALiBi run on the feature kernels, dense and varlen.
   if (sm90::fwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: head dims " + std::to_string(p.d) + "/" + std::to_string(p.d_v) +
                                            " not supported (up to 256)"};

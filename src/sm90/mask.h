@@ -94,16 +94,22 @@ struct AttnMask {
     }
   }
   // The same, and columns below col_lo masked too (a key block loaded shifted back over keys
-  // that another block counts: the varlen forward's last block).
+  // that another block counts: the varlen forward's last block); kLocal: below the window's left
+  // edge as well.
   template <int kSRegs>
   FLASHATTN_HOST_DEVICE void apply(float (&s)[kSRegs], int row0, int col0, int col_lo) const {
     const int lim0 = key_end32(row0);
     const int lim1 = key_end32(row0 + 8);
+    int lo0 = col_lo, lo1 = col_lo;
+    if constexpr (Mask<Kind>::kLocal) {
+      lo0 = max(col_lo, key_begin32(row0));
+      lo1 = max(col_lo, key_begin32(row0 + 8));
+    }
     FLASHATTN_UNROLL
     for (int i = 0; i < kSRegs; ++i) {
       const int col = col0 + 8 * (i >> 2) + (i & 1);
-      const int lim = ((i >> 1) & 1) ? lim1 : lim0;
-      if (col >= lim || col < col_lo) s[i] = -INFINITY;
+      const bool r1 = (i >> 1) & 1;
+      if (col >= (r1 ? lim1 : lim0) || col < (r1 ? lo1 : lo0)) s[i] = -INFINITY;
     }
   }
 };

@@ -142,8 +142,9 @@ Status run_fwd_varlen(const detail::FwdParams& p, cudaStream_t stream);
 // Dense calls with q/k 136..192 and v <= 128 (fwd_d192_v128.cu; head_dim.h's rule).
 template <bool Bf16>
 Status run_fwd_192_128(const detail::FwdParams& p, cudaStream_t stream);
-// Calls with a sliding window or a softcap (fwd_feature_d*.cu): one kLocal kernel with the
-// softcap switch per head dim and dtype (a causal call is the window (unbounded, 0)).
+// Calls with a sliding window, a softcap or ALiBi (fwd_feature_d*.cu): one kLocal kernel with
+// the softcap and ALiBi switches per head dim and dtype (a causal call is the window (unbounded,
+// 0)), and its varlen twin.
 template <int D, bool Bf16>
 Status run_fwd_feature(const detail::FwdParams& p, cudaStream_t stream);
 
@@ -172,6 +173,7 @@ Status run_fwd_varlen_any_mask(const detail::FwdParams& p, cudaStream_t stream) 
 
 template <int D, bool Bf16>
 Status run_fwd_feature_config(const detail::FwdParams& p, cudaStream_t stream) {
+  if (p.varlen()) return launch_fwd<FeatureVarlenConfig<D, Bf16>>(p, stream);
   return launch_fwd<FeatureConfig<D, Bf16>>(p, stream);
 }
 

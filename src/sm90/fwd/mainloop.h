@@ -128,6 +128,10 @@ struct Consumer {
   template <int kMask = -1>
   __device__ __forceinline__ bool mask_and_softmax(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
+    // The block's first key: varlen loads the block crossing the sequence's end shifted back to
+    // keys [sk - BlockN, sk) (producer.h), so that no row of the next sequence is read.
+    const int n0 = n * Cfg::kBlockN;
+    const int key0 = Cfg::kVarlen && n0 + Cfg::kBlockN > mask.rule.sk ? mask.rule.sk - Cfg::kBlockN : n0;
     if constexpr (Cfg::kSoftcap) {
       if (softcap_scale > 0.f) {
 #pragma unroll
@@ -138,7 +142,7 @@ struct Consumer {
         // In float from one conversion per tile: per score an FADD of a constant and an FFMA with
         // |.| (an int abs and I2F per score cost 13% at D=128; exact while distances < 2^24).
         const int q4 = static_cast<int>(threadIdx.x & 3);  // signed: the distance may be negative
-        const float diag0 = static_cast<float>(row0 + (mask.rule.sk - mask.rule.sq) - (n * Cfg::kBlockN + 2 * q4));
+        const float diag0 = static_cast<float>(row0 + (mask.rule.sk - mask.rule.sq) - (key0 + 2 * q4));
 #pragma unroll
         for (int i = 0; i < kS; ++i) {
           const float dist = diag0 + static_cast<float>(8 * ((i >> 1) & 1) - 8 * (i >> 2) - (i & 1));
@@ -148,10 +152,8 @@ struct Consumer {
     }
     if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN, Cfg::kBlockM))) {
       if constexpr (Cfg::kVarlen) {
-        // The block crossing the sequence's end holds keys [sk - BlockN, sk) (producer.h): the
-        // ones below n * BlockN belong to the next block, already counted.
-        const int n0 = n * Cfg::kBlockN, sk = mask.rule.sk;
-        mask.apply(rS, row0, (n0 + Cfg::kBlockN > sk ? sk - Cfg::kBlockN : n0) + 2 * (threadIdx.x & 3), n0);
+        // The shifted block's keys below n * BlockN belong to the next block, already counted.
+        mask.apply(rS, row0, key0 + 2 * (threadIdx.x & 3), n0);
       } else {
         mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
       }

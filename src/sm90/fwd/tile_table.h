@@ -121,4 +121,15 @@ constexpr Sm90FwdOptions feature_table(int d, bool bf16) {
 template <int D, bool Bf16>
 using FeatureConfig = Sm90FwdConfig<feature_table(D, Bf16)>;
 
+// Packed variable-length batches with a window, softcap or ALiBi: the feature entry with the
+// varlen option (per-sequence lengths, causal and window bottom-right per sequence, ALiBi's
+// batch index the sequence's).
+constexpr Sm90FwdOptions feature_varlen_table(int d, bool bf16) {
+  Sm90FwdOptions o = feature_table(d, bf16);
+  o.varlen = true;
+  return o;
+}
+template <int D, bool Bf16>
+using FeatureVarlenConfig = Sm90FwdConfig<feature_varlen_table(D, Bf16)>;
+
 }  // namespace flashattn::sm90

@@ -59,6 +59,15 @@ struct FwdWorkPlan {
   }
   __device__ __forceinline__ void finish() const { claims.finish(); }
 
+  // The mask of one sequence of a packed batch: its own lengths (causal and the window are
+  // bottom-right per sequence), the call's window (an unbounded side is stored as the max
+  // length, at least the sequence's: still unbounded).
+  __device__ __forceinline__ AttnMask<Cfg::kMaskKind> seq_mask(int sq, int sk) const {
+    AttnMask<Cfg::kMaskKind> m = mask;
+    m.rule.sq = sq;
+    m.rule.sk = sk;
+    return m;
+  }
   // Sequence w.b of a packed batch: its offsets, and lengths clamped to the max lengths and to
   // the packed rows (bad offsets then shrink a sequence instead of moving reads or writes out of
   // q, k, o or lse). A tile past its sequence's rows gets no key blocks (nothing is stored).
@@ -71,8 +80,8 @@ struct FwdWorkPlan {
     w.sq = max(0, min(min(q1 - q0, mask.rule.sq), total_q - q0));
     w.sk = max(0, min(min(k1 - k0, mask.rule.sk), total_k - k0));
     const int m0 = w.m_block * Cfg::kBlockM;
-    const AttnMask<Cfg::kMaskKind> seq{{w.sq, w.sk}};
-    w.n_lo = 0;
+    const AttnMask<Cfg::kMaskKind> seq = seq_mask(w.sq, w.sk);
+    w.n_lo = m0 < w.sq ? seq.first_n_block(m0, Cfg::kBlockN) : 0;
     w.n_hi = m0 < w.sq ? seq.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN) : 0;
     // Tiles past a short sequence's rows (the grid is sized by the longest) cost a claim and a
     // slot round trip each. In the one-pair-per-group order a pair's tiles are consecutive,
