@@ -107,15 +107,16 @@ def _check_window_softcap(window_size, softcap) -> Tuple[int, int, float]:
     return left, right, softcap
 
 
-def _check_alibi(alibi_slopes, q) -> None:
+def _check_alibi(alibi_slopes, q, batch=None) -> None:
     """alibi_slopes: None, or a float32 CUDA tensor on q's device shaped (Hq,) or (B, Hq)
-    (q already checked; also run on fake tensors)."""
+    (q already checked; also run on fake tensors). batch None: q is (B, S, Hq, D); else q is a
+    packed (total, Hq, D) batch of `batch` sequences."""
     if alibi_slopes is None:
         return
     if not isinstance(alibi_slopes, torch.Tensor):
         raise TypeError(f"alibi_slopes: expected None or a torch.Tensor, got "
                         f"{type(alibi_slopes).__name__}")
-    B, Hq = q.size(0), q.size(2)
+    B, Hq = (q.size(0), q.size(2)) if batch is None else (batch, q.size(1))
     if alibi_slopes.dtype != torch.float32:
         raise ValueError(f"alibi_slopes: expected torch.float32 slopes, got {alibi_slopes.dtype}")
     if alibi_slopes.device != q.device:
@@ -147,15 +148,16 @@ def _feature_args(window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=Non
 
 
 def _lib_features(q: torch.Tensor, window_left: int, window_right: int, softcap: float,
-                  alibi_slopes):
-    """The ctypes layer's features tuple (None: all off) for a launch on q's shape."""
+                  alibi_slopes, heads_dim: int = 2):
+    """The ctypes layer's features tuple (None: all off) for a launch on q's shape (its heads
+    in dimension heads_dim: 2 for (B, S, H, D), 1 for a packed (total, H, D))."""
     if window_left == -1 and window_right == -1 and softcap == 0.0 and alibi_slopes is None:
         return None
     if alibi_slopes is None:
         return (window_left, window_right, softcap, 0, 0)
     # (B, Hq) slopes are contiguous (_check_features / the op bodies), Hq elements apart.
     return (window_left, window_right, softcap, alibi_slopes.data_ptr(),
-            q.size(2) if alibi_slopes.dim() == 2 else 0)
+            q.size(heads_dim) if alibi_slopes.dim() == 2 else 0)
 
 
 def _contiguous_slopes(alibi_slopes):
@@ -594,32 +596,6 @@ def _refuse_attn_probs(return_attn_probs) -> None:
             "flash_attn_func: return_attn_probs=True (the attention probabilities, a testing "
             "aid of FlashAttention 2's dropout) is not supported by flashattn; use "
             "return_lse=True for the log-sum-exp")
-
-
-# FlashAttention 2 features a front end does not have; each is refused by name rather than
-# ignored, since ignoring any of them would silently compute something else. flash_attn_func
-# has window_size, softcap and alibi_slopes (_check_features) and refuses only dropout and
-# return_attn_probs; this refuses all five, for front ends without the three (the varlen one).
-def _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
-    _refuse_dropout(dropout_p)
-    # Plain unpacking, no generator or try: this runs under torch.compile's tracing too.
-    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
-        raise TypeError(f"flash_attn_func: window_size must be a pair of ints, got "
-                        f"{window_size!r}")
-    left, right = window_size
-    if left != -1 or right != -1:
-        raise NotImplementedError(
-            f"flash_attn_func: sliding-window (local) attention (window_size={window_size!r}) "
-            f"is not supported by flashattn; only window_size=(-1, -1) (no window)")
-    if softcap != 0:
-        raise NotImplementedError(
-            f"flash_attn_func: logit softcapping (softcap={softcap}) is not supported by "
-            f"flashattn; only softcap=0.0")
-    if alibi_slopes is not None:
-        raise NotImplementedError(
-            "flash_attn_func: ALiBi (alibi_slopes) is not supported by flashattn; only "
-            "alibi_slopes=None")
-    _refuse_attn_probs(return_attn_probs)
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,

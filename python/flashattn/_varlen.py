@@ -6,6 +6,9 @@ each starts. The offsets never leave the device (no host sync, CUDA-graph safe),
 guarantees them: nondecreasing, starting at 0 or more, each sequence at most max_seqlen_* long.
 Offsets that break this give wrong rows, never a read or write outside the tensors.
 
+Sliding window, softcap and ALiBi as flash_attn_func, per sequence (the window and causal are
+bottom-right per sequence; (batch, nheads) slopes are indexed by sequence).
+
 Differentiable: flashattn::varlen_fwd's autograd calls flashattn::varlen_bwd (the library's
 varlen backward), which returns dq, dk, dv shaped like q, k, v (dk/dv summed over each KV head's
 query heads under GQA), zero on rows outside every sequence. The gradient of lse itself is not
@@ -18,8 +21,10 @@ from typing import Tuple
 import torch
 
 from . import _lib
-from ._torch import (_DOUBLE_BACKWARD, HAS_CUSTOM_OP, _backend_id, _check_input, _descriptor,
-                     _is_compiling, _lib_strides, _prepared, _refuse_unsupported, _scale_arg)
+from ._torch import (_DOUBLE_BACKWARD, HAS_CUSTOM_OP, _backend_id, _check_alibi, _check_input,
+                     _check_window_softcap, _contiguous_slopes, _descriptor, _feature_args,
+                     _is_compiling, _lib_features, _lib_strides, _prepared, _refuse_attn_probs,
+                     _refuse_dropout, _scale_arg)
 
 
 def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> None:
@@ -48,8 +53,16 @@ def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> None:
             raise ValueError(f"{name}: on device {t.device}, but q is on {dev}")
 
 
+def _check_varlen_features(q, cu_seqlens_q, window_left, window_right, softcap, alibi_slopes) -> None:
+    """The op bodies' check of the features (also run on fake tensors)."""
+    _check_window_softcap((window_left, window_right), softcap)
+    _check_alibi(alibi_slopes, q, batch=cu_seqlens_q.numel() - 1)
+
+
 def _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
-                softmax_scale: float, causal: bool, backend: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                softmax_scale: float, causal: bool, backend: int, window_left: int = -1,
+                window_right: int = -1, softcap: float = 0.0,
+                alibi_slopes=None) -> Tuple[torch.Tensor, torch.Tensor]:
     (q4, dq), (k4, dk), (v4, dv) = (_prepared(t.unsqueeze(0)) for t in (q, k, v))
     cu_q, cu_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     total_q, hq = q.size(0), q.size(1)
@@ -61,18 +74,22 @@ def _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seql
     with contextlib.nullcontext() if dev == torch.cuda.current_device() else torch.cuda.device(dev):
         _lib.forward(dq, dk, dv, _descriptor(out4, _lib_strides(out4)), lse.data_ptr() if lse.numel() else 0,
                      softmax_scale, causal, backend, torch.cuda.current_stream(dev).cuda_stream,
-                     varlen=varlen)
+                     varlen=varlen,
+                     features=_lib_features(q, window_left, window_right, softcap, alibi_slopes, heads_dim=1))
     return out, lse
 
 
 def _varlen_fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                      softmax_scale: float, causal: bool, backend: int,
-                     deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-    """deterministic does nothing here: it is carried for the backward (as flashattn::fwd)."""
+                     deterministic: bool = False, window_left: int = -1, window_right: int = -1,
+                     softcap: float = 0.0, alibi_slopes=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """deterministic does nothing here: it is carried for the backward (as flashattn::fwd).
+    window_left/right, softcap, alibi_slopes: FlashAttention 2's, off by default."""
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    _check_varlen_features(q, cu_seqlens_q, window_left, window_right, softcap, alibi_slopes)
     return _run_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                       causal, backend)
+                       causal, backend, window_left, window_right, softcap, _contiguous_slopes(alibi_slopes))
 
 
 def _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k) -> None:
@@ -96,7 +113,8 @@ def _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k) -> No
 
 def _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
                     max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool,
-                    backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    backend: int, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                    alibi_slopes=None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv (shaped like q, k, v) on the current stream. The library writes the rows inside
     sequences, and 0 to the others (zero_outside_rows: gradients of rows no output depends on),
     so the gradients need no clearing pass of their own."""
@@ -115,6 +133,7 @@ def _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seq
         _lib.backward(d_do, d_q, d_k, d_v, d_o, lse.data_ptr(), _descriptor(dq4, _lib_strides(dq4)),
                       _descriptor(dk4, _lib_strides(dk4)), _descriptor(dv4, _lib_strides(dv4)), softmax_scale,
                       causal, deterministic, backend, torch.cuda.current_stream(dev).cuda_stream, varlen=varlen,
+                      features=_lib_features(q, window_left, window_right, softcap, alibi_slopes, heads_dim=1),
                       zero_outside_rows=True)
     return dq, dk, dv
 
@@ -123,32 +142,48 @@ def _varlen_bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
                      out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
                      softmax_scale: float, causal: bool, deterministic: bool,
-                     backend: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) of sum(dout * out) for out, lse = varlen_fwd(q, k, v, ...) (the same values)."""
+                     backend: int, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                     alibi_slopes=None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of sum(dout * out) for out, lse = varlen_fwd(q, k, v, ...) (the same values,
+    features included)."""
     _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    _check_varlen_features(q, cu_seqlens_q, window_left, window_right, softcap, alibi_slopes)
     return _run_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           softmax_scale, causal, deterministic, backend)
+                           softmax_scale, causal, deterministic, backend, window_left, window_right, softcap,
+                           _contiguous_slopes(alibi_slopes))
 
 
-# deterministic last, with a default: graphs and calls that predate it keep their meaning.
+# deterministic, then the features, last with defaults: graphs and calls that predate them keep
+# their meaning.
+_FEATURE_SCHEMA = "int window_left=-1, int window_right=-1, float softcap=0.0, Tensor? alibi_slopes=None"
 _VARLEN_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
                   "int max_seqlen_q, int max_seqlen_k, float softmax_scale, bool causal, int backend, "
-                  "bool deterministic=False) -> (Tensor, Tensor)")
+                  "bool deterministic=False, " + _FEATURE_SCHEMA + ") -> (Tensor, Tensor)")
 _VARLEN_BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
                       "Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, "
-                      "float softmax_scale, bool causal, bool deterministic, int backend) "
-                      "-> (Tensor, Tensor, Tensor)")
+                      "float softmax_scale, bool causal, bool deterministic, int backend, "
+                      + _FEATURE_SCHEMA + ") -> (Tensor, Tensor, Tensor)")
 
 
 def _varlen_save(ctx, inputs, output) -> None:
     """setup_context of varlen_fwd: keep what the backward needs."""
     q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, backend = inputs[:10]
-    deterministic = bool(inputs[10]) if len(inputs) > 10 else False
+    # As _torch._save: an argument equal to its default may be missing.
+    n = len(inputs)
+    deterministic = bool(inputs[10]) if n > 10 else False
+    window_left = int(inputs[11]) if n > 11 else -1
+    window_right = int(inputs[12]) if n > 12 else -1
+    softcap = float(inputs[13]) if n > 13 else 0.0
+    alibi_slopes = inputs[14] if n > 14 else None
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    if alibi_slopes is None:
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    else:
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi_slopes)
     ctx.varlen_args = (int(max_q), int(max_k), float(softmax_scale), bool(causal), deterministic,
                        int(backend))
-    ctx.num_inputs = max(len(inputs), 10)
+    ctx.varlen_features = (window_left, window_right, softcap)
+    ctx.num_inputs = max(n, 10)
     ctx.set_materialize_grads(False)
 
 
@@ -158,13 +193,16 @@ def _varlen_grads(ctx, grad_out, grad_lse, bwd):
         raise NotImplementedError(
             "flash_attn_varlen_func: the gradient of lse (return_lse=True with lse used by the loss) is "
             "not supported for varlen calls; use out only")
-    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    saved = ctx.saved_tensors
+    q, k, v, out, lse, cu_q, cu_k = saved[:7]
+    alibi_slopes = saved[7] if len(saved) > 7 else None
     max_q, max_k, softmax_scale, causal, deterministic, backend = ctx.varlen_args
+    features = _feature_args(*getattr(ctx, "varlen_features", (-1, -1, 0.0)), alibi_slopes)
     if grad_out is None:
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     else:
         dq, dk, dv = bwd(grad_out, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, softmax_scale, causal,
-                         deterministic, backend)
+                         deterministic, backend, *features)
     return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
@@ -174,8 +212,10 @@ if HAS_CUSTOM_OP:
 
     @_varlen_fwd.register_fake
     def _varlen_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                         softmax_scale, causal, backend, deterministic=False):
+                         softmax_scale, causal, backend, deterministic=False, window_left=-1,
+                         window_right=-1, softcap=0.0, alibi_slopes=None):
         _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
+        _check_varlen_features(q, cu_seqlens_q, window_left, window_right, softcap, alibi_slopes)
         return (q.new_empty((q.size(0), q.size(1), v.size(2))),
                 q.new_empty((q.size(1), q.size(0)), dtype=torch.float32))
 
@@ -184,8 +224,10 @@ if HAS_CUSTOM_OP:
 
     @_varlen_bwd.register_fake
     def _varlen_bwd_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                         softmax_scale, causal, deterministic, backend):
+                         softmax_scale, causal, deterministic, backend, window_left=-1, window_right=-1,
+                         softcap=0.0, alibi_slopes=None):
         _check_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+        _check_varlen_features(q, cu_seqlens_q, window_left, window_right, softcap, alibi_slopes)
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def _varlen_fwd_backward(ctx, grad_out, grad_lse):
@@ -206,9 +248,9 @@ class _VarlenFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                backend, deterministic=False):
+                backend, deterministic=False, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
         inputs = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                  backend, deterministic)
+                  backend, deterministic, window_left, window_right, softcap, alibi_slopes)
         output = _varlen_fwd_impl(*inputs)
         _varlen_save(ctx, inputs, output)
         return output
@@ -232,19 +274,27 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     total_q) float32 when return_lse is True.
     Differentiable in q, k and v (not through lse): gradients are zero on rows outside every
     sequence; deterministic=True makes them bitwise reproducible.
+    window_size, softcap, alibi_slopes: as flash_attn_func, per sequence (window and causal
+    bottom-right per sequence; alibi_slopes (nheads,) or (batch, nheads), batch = number of
+    sequences). Which kernels serve them depends on the backend and direction: where none does,
+    the library falls back to its (slow) reference.
     """
-    _refuse_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    _refuse_dropout(dropout_p)
+    left, right, cap = _check_window_softcap(window_size, softcap)
+    _refuse_attn_probs(return_attn_probs)
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
             _scale_arg(softmax_scale), bool(causal), _backend_id(backend))
+    # () without features: the op call stays the old one.
+    features = _feature_args(left, right, cap, alibi_slopes)
     grad = torch.is_grad_enabled() and isinstance(q, torch.Tensor) and (
         q.requires_grad or k.requires_grad or v.requires_grad)
     if grad:
         if HAS_CUSTOM_OP:
-            out, lse = torch.ops.flashattn.varlen_fwd(*args, bool(deterministic))
+            out, lse = torch.ops.flashattn.varlen_fwd(*args, bool(deterministic), *features)
         else:
-            out, lse = _VarlenFunction.apply(*args, bool(deterministic))
+            out, lse = _VarlenFunction.apply(*args, bool(deterministic), *features)
     elif HAS_CUSTOM_OP and _is_compiling():
-        out, lse = torch.ops.flashattn.varlen_fwd(*args)
+        out, lse = torch.ops.flashattn.varlen_fwd(*args, *((False,) + features if features else ()))
     else:
-        out, lse = _varlen_fwd_impl(*args)
+        out, lse = _varlen_fwd_impl(*args, *((False,) + features if features else ()))
     return (out, lse) if return_lse else out

@@ -447,16 +447,6 @@ def test_dropout_and_attn_probs_still_refused():
         flashattn.flash_attn_func(q, q, q, window_size=(8, 0), return_attn_probs=True)
 
 
-def test_varlen_still_refuses_features():
-    # The varlen front end keeps refusing them (_refuse_unsupported), before any tensor check.
-    q = torch.zeros(8, 2, 64, dtype=torch.float16)
-    cu = torch.tensor([0, 8], dtype=torch.int32)
-    for kw, word in (({"window_size": (8, 0)}, "window"), ({"softcap": 30.0}, "softcap"),
-                     ({"alibi_slopes": torch.ones(2)}, "ALiBi")):
-        with pytest.raises(NotImplementedError, match=word):
-            flashattn.flash_attn_varlen_func(q, q, q, cu, cu, 8, 8, **kw)
-
-
 # ----------------------------------------------------------------------------- the formula
 
 def test_autograd_formula_with_features_on_cpu(monkeypatch):
