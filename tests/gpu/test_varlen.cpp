@@ -7,6 +7,8 @@
 //  - k and v allocated with rows past cu_seqlens_k[num_seqs] holding NaN, so a kernel that lets
 //    a row outside the sequences reach a result (even as P = 0 times V) fails;
 //  - the rows of out past the last sequence must keep their poison (nothing written there).
+// Features/Varlen runs the same test with a sliding window, softcap and ALiBi ((Hq,) and
+// (num_seqs, Hq) slopes): the sm90 feature kernel's varlen twin, sm80 or auto.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,12 +37,21 @@ struct VarlenCase {
   bool causal;
   DType dt;
   Backend backend;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  int alibi = 0;  // 0: none, 1: (Hq,) slopes, 2: (num_seqs, Hq)
 };
 
 std::string name(const VarlenCase& c) {
-  return std::string(backend_name(c.backend)) + "_" + c.lengths + "_d" + std::to_string(c.d) + "v" +
-         std::to_string(c.dv) + (c.causal ? "_causal" : "_full") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") +
-         "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv);
+  std::string s = std::string(backend_name(c.backend)) + "_" + c.lengths + "_d" + std::to_string(c.d) + "v" +
+                  std::to_string(c.dv) + (c.causal ? "_causal" : "_full") +
+                  (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") + "_h" + std::to_string(c.hq) + "x" +
+                  std::to_string(c.hkv);
+  if (c.window_left != -1 || c.window_right != -1)
+    s += "_w" + std::to_string(c.window_left + 1) + "_" + std::to_string(c.window_right + 1);  // plus one: no '-'
+  if (c.softcap > 0.f) s += "_cap" + std::to_string(static_cast<int>(c.softcap));
+  if (c.alibi) s += c.alibi == 1 ? "_alibi" : "_alibiseq";
+  return s;
 }
 void PrintTo(const VarlenCase& c, std::ostream* os) { *os << name(c); }
 
@@ -69,6 +80,38 @@ std::vector<VarlenCase> cases() {
         const DType dt = (i % 2) ? DType::kBFloat16 : DType::kFloat16;
         const bool gqa = i % 3 != 0;
         cs.push_back({l.name, l.lq, l.lk, gqa ? 16 : 3, gqa ? 2 : 3, d, dv, causal, dt, be});
+      }
+    }
+  }
+  return cs;
+}
+
+// Windows, softcap and ALiBi on the mixed lengths (0- and 1-long sequences, Sq != Sk per
+// sequence) at each sm90 feature kernel's head dim.
+std::vector<VarlenCase> feature_cases() {
+  const std::vector<int> lq{0, 1, 700, 257, 64, 5, 130, 0}, lk{3, 0, 700, 300, 64, 1, 129, 0};
+  struct Feature {
+    int left, right;
+    float softcap;
+    int alibi;
+  };
+  const Feature fs[] = {{0, 0, 0.f, 0},   {1, 0, 0.f, 2},     {127, 0, 30.f, 0}, {256, 256, 0.f, 1},
+                        {1000, 3, 50.f, 2}, {-1, -1, 30.f, 0}, {-1, -1, 0.f, 1}};
+  std::vector<VarlenCase> cs;
+  int i = 0;
+  for (Backend be : {Backend::kSm90, Backend::kAuto}) {
+    for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {96, 96}, {256, 256}, {192, 192}}) {
+      for (const Feature& f : fs) {
+        const bool causal = i % 2 == 1, gqa = i % 3 != 0;
+        const DType dt = (i / 2) % 2 ? DType::kBFloat16 : DType::kFloat16;
+        ++i;
+        if ((d == 96 || d == 192) && i % 2 == 0) continue;  // fewer cases at the odd head dims
+        VarlenCase c{"mixed", lq, lk, gqa ? 8 : 3, gqa ? 2 : 3, d, dv, causal, dt, be};
+        c.window_left = f.left;
+        c.window_right = f.right;
+        c.softcap = f.softcap;
+        c.alibi = f.alibi;
+        cs.push_back(c);
       }
     }
   }
@@ -105,6 +148,12 @@ TEST_P(Varlen, MatchesReferenceAndTouchesOnlyItsRows) {
   check::poison(lse.ptr, DType::kFloat32, int64_t(c.hq) * total_q, nullptr);
   ASSERT_EQ(cudaMemcpy(dcu_q.ptr, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dcu_k.ptr, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  // ALiBi slopes 2^(-8 h / Hq), scaled per sequence for (num_seqs, Hq) slopes.
+  std::vector<float> slopes;
+  for (int s = 0; s < (c.alibi == 2 ? b : 1); ++s)
+    for (int h = 0; h < c.hq; ++h) slopes.push_back(std::pow(2.f, -8.f * (h + 1) / c.hq) * (0.5f + 0.25f * s));
+  DeviceBuffer dslopes(slopes.size() * 4);
+  ASSERT_EQ(cudaMemcpy(dslopes.ptr, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
 
   ForwardArgs a;
   a.q = make_contiguous(q.ptr, c.dt, 1, total_q, c.hq, c.d);
@@ -119,6 +168,13 @@ TEST_P(Varlen, MatchesReferenceAndTouchesOnlyItsRows) {
   a.num_seqs = b;
   a.max_seqlen_q = max_q;
   a.max_seqlen_k = max_k;
+  a.window_left = c.window_left;
+  a.window_right = c.window_right;
+  a.softcap = c.softcap;
+  if (c.alibi) {
+    a.alibi_slopes = static_cast<const float*>(dslopes.ptr);
+    a.alibi_batch_stride = c.alibi == 2 ? c.hq : 0;
+  }
 
   Backend chosen{};
   const Status rs = resolve_backend(a, &chosen);
@@ -149,6 +205,8 @@ TEST_P(Varlen, MatchesReferenceAndTouchesOnlyItsRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, Varlen, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Features, Varlen, ::testing::ValuesIn(feature_cases()),
                          [](const auto& info) { return name(info.param); });
 
 // The GPU reference's varlen form (the yardstick above) against the CPU fp64 reference of
