@@ -109,16 +109,19 @@ def test_forward_matches_per_sequence_reference(backend, d, feat, causal):
 @needs_gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("feat", FEATURES[::2] + FEATURES[3:4], ids=IDS[::2] + IDS[3:4])
-def test_gradients_match_per_sequence_reference(feat, causal):
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_gradients_match_per_sequence_reference(d, feat, causal):
+    if d == 256 and causal:
+        pytest.skip("one mask kind at D=256 keeps the fp64 references' time down")
     window, softcap, alibi = feat
-    q, k, v, cu_q, cu_k = packed(4, 2, 64, torch.bfloat16, gain=2.0 if softcap else 1.0)
+    q, k, v, cu_q, cu_k = packed(4, 2, d, torch.bfloat16, gain=2.0 if softcap else 1.0)
     # Rows past the last sequence: NaN in, zero gradient out.
     nan = torch.full((3,) + tuple(q.shape[1:]), float("nan"), dtype=q.dtype, device="cuda")
     q = torch.cat([q, nan]).requires_grad_()
     k = torch.cat([k, nan[:, :2]]).requires_grad_()
     v = torch.cat([v, nan[:, :2]]).requires_grad_()
     slopes = slopes_for(alibi, 4)
-    dout = torch.randn(q.size(0), 4, 64, device="cuda").to(q.dtype)
+    dout = torch.randn(q.size(0), 4, d, device="cuda").to(q.dtype)
     out = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(LQ), max(LK), causal=causal,
                                            window_size=window, softcap=softcap, alibi_slopes=slopes)
     dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
@@ -142,6 +145,24 @@ def test_gradients_match_per_sequence_reference(feat, causal):
         assert (t[n:] == 0).all(), f"{name}: rows outside every sequence must be 0"
         err, bound = max_err(t, refs[name]), 2 * max_err(lows[name], refs[name]) + GRAD_ATOL[q.dtype]
         assert err <= bound, f"{name} err {err:.3g} > bound {bound:.3g}"
+
+
+@needs_gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_gradients_deterministic_with_features(d):
+    q, k, v, cu_q, cu_k = packed(8, 2, d, torch.bfloat16, gain=2.0)
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    slopes = slopes_for("per_seq", 8)
+    dout = torch.randn(q.size(0), 8, d, device="cuda").to(q.dtype)
+    runs = []
+    for _ in range(3):
+        out = flashattn.flash_attn_varlen_func(*leaves, cu_q, cu_k, max(LQ), max(LK), causal=True,
+                                               window_size=(100, 0), softcap=30.0, alibi_slopes=slopes,
+                                               deterministic=True)
+        runs.append(torch.autograd.grad(out, leaves, dout))
+    for later in runs[1:]:
+        for a, b in zip(runs[0], later):
+            assert torch.equal(a, b)
 
 
 @needs_gpu

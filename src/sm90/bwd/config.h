@@ -38,10 +38,9 @@ struct BwdConfig {
   static constexpr bool kLocal = kMaskKind == MaskKind::kLocal;
   static constexpr int kStages = kStages_;  // Q/dO/lse/dsum ring depth
   // Packed variable-length batches (bwd/varlen.h): a CTA per (key block, kv head, sequence), the
-  // rows outside its sequence zeroed in shared memory; arguments Sm90BwdVarlenArgs. kNone and
-  // kCausal only (the forward refuses window / softcap / ALiBi with varlen too).
+  // rows outside its sequence zeroed in shared memory; arguments Sm90BwdVarlenArgs (with kLocal,
+  // the feature kernel's varlen twin, Sm90BwdVarlenFeatureArgs).
   static constexpr bool kVarlen = kVarlen_;
-  static_assert(!kVarlen || !kLocal, "varlen kernels take no window");
 
   static constexpr int kNumMmaWarpgroups = 2;
   static constexpr int kNumThreads = 128 * (1 + kNumMmaWarpgroups);

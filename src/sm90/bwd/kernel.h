@@ -27,13 +27,6 @@
 
 namespace flashattn::sm90 {
 
-// The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
-template <class Cfg, class Args>
-__device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
-  if constexpr (Cfg::kLocal) return Mask<Cfg::kMaskKind>{args.sq, args.sk, args.window_left, args.window_right};
-  else return Mask<Cfg::kMaskKind>{args.sq, args.sk};
-}
-
 // Where a dense CTA's rows lie (bwd_load_kv, bwd_load_q_block): batch b, rows from 0.
 template <class Cfg>
 struct BwdDensePlace {

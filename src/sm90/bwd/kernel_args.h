@@ -29,20 +29,22 @@ struct Sm90BwdArgs {
   float scale_log2 = 0.f;  // P = exp2(scale_log2 * S - lse_log2); softcap: exp2(scale_log2 * t - lse_log2)
 };
 
-// The feature kernels' arguments (MaskKind::kLocal configs, issue 17): the plain ones plus the
-// window and the run-time softcap / ALiBi switches. A separate type, so the other kernels keep
-// their parameter block (and their PTX) unchanged.
-struct Sm90BwdFeatureArgs : Sm90BwdArgs {
+// The feature kernels' arguments (MaskKind::kLocal configs, issue 17): a base block (the plain
+// arguments, or the varlen ones: bwd/varlen.h) plus the window and the run-time softcap / ALiBi
+// switches. Separate types, so the other kernels keep their parameter block (and their PTX).
+template <class Base>
+struct WithBwdFeatures : Base {
   // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
   // right in [0, sq].
   int window_left = 0, window_right = 0;
   // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
   // softmax took were t = tanh(S * softcap_scale) in units of softcap.
   float softcap_scale = 0.f;
-  // ALiBi: slopes (index b * alibi_bstride + query head), or null (off).
+  // ALiBi: slopes (index b * alibi_bstride + query head, b the batch or the sequence), or null.
   const float* alibi = nullptr;
   int64_t alibi_bstride = 0;
 };
+using Sm90BwdFeatureArgs = WithBwdFeatures<Sm90BwdArgs>;
 
 // The causal kernels' arguments (BwdConfig::kGroupedOrder): the grid may be one dimension in `order` (grouped = 1), the
 // longest key blocks of an L2-sized group of (batch, kv head) pairs first: CTAs cost from one to

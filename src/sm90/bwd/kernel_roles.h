@@ -16,12 +16,21 @@
 #include "arch/mbarrier.h"
 #include "arch/regs.h"
 #include "arch/tma.h"
+#include "common/mask.h"
 #include "sm90/bwd/config.h"
 #include "sm90/bwd/kernel_args.h"
 #include "sm90/bwd/mainloop.h"
 #include "sm90/pipeline.h"
 
 namespace flashattn::sm90 {
+
+// The visibility rule of the call (varlen: of the CTA's sequence, its lengths in args): kLocal
+// carries the window (bounded form, kernel_args.h).
+template <class Cfg, class Args>
+__device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
+  if constexpr (Cfg::kLocal) return Mask<Cfg::kMaskKind>{args.sq, args.sk, args.window_left, args.window_right};
+  else return Mask<Cfg::kMaskKind>{args.sq, args.sk};
+}
 
 template <class Cfg>
 struct BwdBarriers {

@@ -12,7 +12,9 @@
 //    defines (NaN included), so they are zeroed in shared memory before any GEMM reads them: the
 //    K / V rows once per CTA, the Q / dO rows of the query block crossing the end before its step;
 //  - lse_log2 / dsum / the dQ accumulator are the padded packed scratch of varlen.h, and
-//    deterministic mode's turn counters are per (sequence, head, query block).
+//    deterministic mode's turn counters are per (sequence, head, query block);
+//  - kLocal (the feature kernel's varlen twin): the window (from the call's max lengths, so an
+//    unbounded side stays unbounded), softcap and ALiBi (the sequence's slopes) as kernel.h.
 #pragma once
 
 #include <cuda.h>
@@ -48,9 +50,9 @@ template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     sm90_bwd_varlen_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                            const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmDo,
-                           const Sm90BwdVarlenArgs in) {
+                           const BwdVarlenArgsOf<Cfg> in) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(Cfg::kVarlen && !Cfg::kLocal);
+  static_assert(Cfg::kVarlen);
   using namespace arch;
   constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
   // As kernel.h: deterministic causal walks the key blocks descending.
@@ -62,7 +64,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   if (n_block * Cfg::kBlockN >= ks.len) return;  // no key of the sequence: nothing to write
 
   // The sequence's own problem: its lengths, and dK / dV from its first key row.
-  Sm90BwdVarlenArgs args = in;
+  BwdVarlenArgsOf<Cfg> args = in;
   args.sq = qs.len;
   args.sk = ks.len;
   args.dk = static_cast<Elem*>(in.dk) + static_cast<int64_t>(ks.start) * in.dk_ss;
@@ -79,9 +81,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const uint32_t smem = (raw + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
   uint8_t* smem_gp = smem_raw + (smem - raw);
 
-  const Mask<Cfg::kMaskKind> rule{args.sq, args.sk};
+  const Mask<Cfg::kMaskKind> rule = bwd_rule<Cfg>(args);
   const BlockRange mr = rule.m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
-  const int first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  // As kernel.h: kLocal's unmasked query blocks lie between masked ones at both ends.
+  BlockRange unmasked{};
+  int first_unmasked = 0;
+  if constexpr (Cfg::kLocal) unmasked = rule.unmasked_m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
+  else first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
 
   bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
@@ -98,6 +104,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll 1
         for (int m = mr.lo; m < mr.hi; ++m) {
           int turn = n_block;  // kernel.h's order, with the sequence's lengths
+          if constexpr (Cfg::kLocal) {
+            const int first = m * Cfg::kBlockM + (args.sk - args.sq) - args.window_left;
+            const int begin = min(max(first, 0), args.sk);
+            turn = n_block - static_cast<int>(static_cast<unsigned>(begin) / Cfg::kBlockN);
+          }
           if (descending) {
             const int last = m >= (args.sq - 1) / Cfg::kBlockM ? args.sq - 1 : m * Cfg::kBlockM + Cfg::kBlockM - 1;
             const int keys = min(max(last + (args.sk - args.sq) + 1, 0), args.sk);
@@ -150,9 +161,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     int buf = 0;
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
+      float alibi_coef = 0.f;  // as kernel.h, the sequence's slopes
+      if constexpr (Cfg::kLocal) {
+        if (args.alibi != nullptr) alibi_coef = -args.alibi[seq * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
+      }
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {
-        const bool need_mask = m < first_unmasked;
+        const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;
         const int q_rows = args.sq - m * Cfg::kBlockM;
         if (q_rows < Cfg::kBlockM) {
           // The query block crossing the sequence's end: its rows past the end are zeroed in Q
@@ -169,7 +184,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
           named_barrier_sync<kBarBwdVarlenZero, 256>();
         }
         mma.template step<Cfg::kMaskKind>(bars.ring, st, buf, bars.dq, dq_phase, key0, m * Cfg::kBlockM, need_mask,
-                                          args, 0.f);
+                                          args, alibi_coef);
         dq_phase ^= 1;
         buf ^= 1;
         st.advance();

@@ -48,6 +48,27 @@ inline void set_bwd_args(Sm90BwdArgs& args, const detail::BwdParams& p, const de
   args.scale_log2 = p.scale_log2;
 }
 
+// The feature kernels' window, softcap and ALiBi (kLocal configs; dense and varlen); the other
+// kernels refuse calls that set any.
+template <class Cfg, class Args>
+Status set_bwd_feature_args(Args& args, const detail::BwdParams& p, const char* who) {
+  if constexpr (Cfg::kLocal) {
+    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both);
+    // varlen: bounded by the max lengths, so an unbounded side stays so for every sequence.
+    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+    args.window_left = w.left;
+    args.window_right = w.right;
+    args.alibi = p.alibi_slopes;
+    args.alibi_bstride = p.alibi_batch_stride;
+    args.softcap_scale = p.softcap_scale();
+    args.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
+  } else {
+    if (p.has_features())
+      return {StatusCode::kInternal, std::string(who) + ": window / softcap / ALiBi on a kernel without them"};
+  }
+  return Status::Ok();
+}
+
 // Every (b, s, h) row of a 16-bit tensor view starts 16-byte aligned (base and strides).
 template <class View>
 bool rows_16b_aligned(const View& t) {
@@ -93,19 +114,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
 
   BwdArgsOf<Cfg> args;
   set_bwd_args(args, p, ws, sq_pad, num_m);
-  if constexpr (Cfg::kLocal) {
-    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both).
-    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
-    args.window_left = w.left;
-    args.window_right = w.right;
-    args.alibi = p.alibi_slopes;
-    args.alibi_bstride = p.alibi_batch_stride;
-    args.softcap_scale = p.softcap_scale();
-    args.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
-  } else {
-    if (p.has_features())
-      return {StatusCode::kInternal, "backend sm90 backward: window / softcap / ALiBi on a kernel without them"};
-  }
+  if (s = set_bwd_feature_args<Cfg>(args, p, "backend sm90 backward"); !s.ok()) return s;
 
   auto kernel = sm90_bwd_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward");

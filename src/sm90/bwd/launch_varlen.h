@@ -74,7 +74,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
       !encode_bshd(&tmV, one_batch(p.v, p.total_k), dt, 1, p.total_k, p.hkv, p.d_v, Cfg::kBlockN))
     return {StatusCode::kInternal, "backend sm90 backward (varlen): cuTensorMapEncodeTiled failed"};
 
-  Sm90BwdVarlenArgs args;
+  BwdVarlenArgsOf<Cfg> args;
   // sm90_supports bounds num_blocks * kBlockM to int.
   set_bwd_args(args, p, ws, static_cast<int>(num_blocks * Cfg::kBlockM), static_cast<int>(num_blocks));
   args.cu_q = p.cu_q;
@@ -82,8 +82,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   args.total_q = p.total_q;
   args.total_k = p.total_k;
   args.turn_m_blocks = turn_m;
-  if (p.has_features())
-    return {StatusCode::kInternal, "backend sm90 backward (varlen): window / softcap / ALiBi reached a varlen kernel"};
+  if (s = set_bwd_feature_args<Cfg>(args, p, "backend sm90 backward (varlen)"); !s.ok()) return s;
 
   auto kernel = sm90_bwd_varlen_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_varlen_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward (varlen)");
@@ -98,8 +97,11 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   return detail::check_launch("backend sm90 backward (varlen): postprocess");
 }
 
-// Defined in bwd/instantiations/bwd_varlen_d{64,128,256}.cu (kNone and kCausal, fp16 and bf16).
+// Defined in bwd/instantiations/bwd_varlen_d{64,128,256}.cu (kNone and kCausal, fp16 and bf16),
+// and the feature kernels' varlen twins (kLocal with run-time softcap and ALiBi).
 template <int D, bool Bf16>
 Status run_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream);
+template <int D, bool Bf16>
+Status run_bwd_varlen_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm90

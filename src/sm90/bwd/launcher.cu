@@ -10,14 +10,8 @@
 
 namespace flashattn::detail {
 
-// What the varlen kernels (bwd/launch_varlen.h) add: no window / softcap / ALiBi (as the
-// forward's varlen kernels), and 32-bit indices into the padded scratch.
-Status sm90_supports_varlen(const BwdParams& p) {
-  if (p.has_window()) return {StatusCode::kNotSupported, "backend sm90: window_size with varlen not implemented yet (backward)"};
-  if (p.softcap > 0.f) return {StatusCode::kNotSupported, "backend sm90: softcap with varlen not implemented yet (backward)"};
-  if (p.alibi_slopes != nullptr)
-    return {StatusCode::kNotSupported, "backend sm90: ALiBi with varlen not implemented yet (backward)"};
-  // The smallest query block (64) gives the most padded blocks.
+// What the varlen kernels (bwd/launch_varlen.h) add: 32-bit indices into the padded scratch.
+Status sm90_supports_varlen(const BwdParams& p) {  // The smallest query block (64) gives the most padded blocks.
   const int64_t blocks = sm90::VarlenLayout<64>::num_blocks(p.total_q, p.b);
   const int64_t turns = static_cast<int64_t>(p.b) * p.hq * ((p.sq + 63) / 64);
   if (blocks * 128 > INT32_MAX || static_cast<int64_t>(p.hq) * blocks > INT32_MAX || turns > INT32_MAX)
@@ -28,7 +22,7 @@ Status sm90_supports_varlen(const BwdParams& p) {
 
 Status sm90_supports(const BwdParams& p) {
   // Window, softcap and ALiBi run on the feature kernels (launch.h run_bwd_feature); varlen calls
-  // on the varlen kernels (launch_varlen.h run_bwd_varlen).
+  // on the varlen kernels (launch_varlen.h run_bwd_varlen), with those on run_bwd_varlen_feature.
   if (sm90::bwd_kernel_head_dim(p.d, p.d_v) == 0)
     return {StatusCode::kNotSupported, "backend sm90: no backward kernel for head dims " + std::to_string(p.d) + "/" +
                                            std::to_string(p.d_v) + " (up to 256)"};
@@ -55,6 +49,13 @@ Status sm90_supports(const BwdParams& p) {
 // Precondition: choose_backend picked sm90 for p (device 9.0, sm90_supports ok).
 Status sm90_backward(const BwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == ElemType::kBFloat16;
+  if (p.varlen() && p.has_features()) {
+    switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
+      case 64: return bf16 ? sm90::run_bwd_varlen_feature<64, true>(p, stream) : sm90::run_bwd_varlen_feature<64, false>(p, stream);
+      case 128: return bf16 ? sm90::run_bwd_varlen_feature<128, true>(p, stream) : sm90::run_bwd_varlen_feature<128, false>(p, stream);
+      default: return bf16 ? sm90::run_bwd_varlen_feature<256, true>(p, stream) : sm90::run_bwd_varlen_feature<256, false>(p, stream);
+    }
+  }
   if (p.varlen()) {
     switch (sm90::bwd_kernel_head_dim(p.d, p.d_v)) {
       case 64: return bf16 ? sm90::run_bwd_varlen<64, true>(p, stream) : sm90::run_bwd_varlen<64, false>(p, stream);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sm90/bwd/kernel_args.h"
 
@@ -31,6 +32,11 @@ struct Sm90BwdVarlenArgs : Sm90BwdArgs {
   int total_q = 0, total_k = 0;
   int turn_m_blocks = 0;  // ceil(max_seqlen_q / kBlockM)
 };
+// The varlen feature kernels' (kVarlen and kLocal): the window as the call's max lengths bound it
+// (an unbounded side stays unbounded for every sequence), softcap, ALiBi by sequence.
+using Sm90BwdVarlenFeatureArgs = WithBwdFeatures<Sm90BwdVarlenArgs>;
+template <class Cfg>
+using BwdVarlenArgsOf = std::conditional_t<Cfg::kLocal, Sm90BwdVarlenFeatureArgs, Sm90BwdVarlenArgs>;
 
 // Rows [start, start + len) of one sequence in a packed tensor of `total` rows.
 struct VarlenRows {

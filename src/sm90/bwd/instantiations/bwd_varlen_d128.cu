@@ -19,4 +19,18 @@ Status run_bwd_varlen<128, false>(const detail::BwdParams& p, cudaStream_t strea
                   : launch_bwd_varlen<BwdVarlenCfg128<false, MaskKind::kNone>, __half>(p, stream);
 }
 
+// Window / softcap / ALiBi: the dense feature kernel's tiles (bwd_d128.cu) with the varlen option.
+template <bool Bf16>
+using BwdVarlenFeatureCfg128 = BwdConfig<128, 64, Bf16, MaskKind::kLocal, 2, /*kVarlen=*/true>;
+
+template <>
+Status run_bwd_varlen_feature<128, true>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd_varlen<BwdVarlenFeatureCfg128<true>, __nv_bfloat16>(p, stream);
+}
+
+template <>
+Status run_bwd_varlen_feature<128, false>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd_varlen<BwdVarlenFeatureCfg128<false>, __half>(p, stream);
+}
+
 }  // namespace flashattn::sm90

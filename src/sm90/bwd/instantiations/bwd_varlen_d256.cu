@@ -19,4 +19,18 @@ Status run_bwd_varlen<256, false>(const detail::BwdParams& p, cudaStream_t strea
                   : launch_bwd_varlen<BwdVarlenCfg256<false, MaskKind::kNone>, __half>(p, stream);
 }
 
+// Window / softcap / ALiBi: the dense feature kernel's tiles (bwd_d256.cu) with the varlen option.
+template <bool Bf16>
+using BwdVarlenFeatureCfg256 = BwdConfig<256, 64, Bf16, MaskKind::kLocal, 2, /*kVarlen=*/true>;
+
+template <>
+Status run_bwd_varlen_feature<256, true>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd_varlen<BwdVarlenFeatureCfg256<true>, __nv_bfloat16>(p, stream);
+}
+
+template <>
+Status run_bwd_varlen_feature<256, false>(const detail::BwdParams& p, cudaStream_t stream) {
+  return launch_bwd_varlen<BwdVarlenFeatureCfg256<false>, __half>(p, stream);
+}
+
 }  // namespace flashattn::sm90
