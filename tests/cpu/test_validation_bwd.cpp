@@ -610,6 +610,22 @@ TEST(BwdValidationVarlen, BadArgumentsAreNamed) {
   expect_invalid(a, "lse: null");
 }
 
+// zero_outside_rows is for varlen calls: accepted there (empty calls included), named on a
+// dense call.
+TEST(BwdValidationVarlen, ZeroOutsideRowsOnlyOnVarlenCalls) {
+  BackwardArgs a = good_varlen();
+  a.zero_outside_rows = true;
+  EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+  a.max_seqlen_q = 0;
+  detail::BwdParams p;
+  bool empty = false;
+  ASSERT_TRUE(detail::validate_and_convert(a, &p, &empty).ok());
+  EXPECT_TRUE(empty);
+  BackwardArgs dense = good();
+  dense.zero_outside_rows = true;
+  expect_invalid(dense, "zero_outside_rows", "dense");
+}
+
 TEST(BwdValidationVarlen, CallsWithoutQueriesOrKeysAreEmpty) {
   for (int which = 0; which < 3; ++which) {
     BackwardArgs a = good_varlen();
