@@ -44,7 +44,10 @@ struct ForwardArgs {
   // lse is (Hq, total_q). max_seqlen_q / max_seqlen_k bound every sequence's lengths.
   // The offsets stay on the device (no host sync): the caller guarantees them. The kernels
   // clamp lengths to the max lengths and to the packed rows, so offsets that break the
-  // contract give wrong rows, never a read or write outside q, k, v, out or lse. Out rows past
+  // contract give wrong rows, never a read or write outside q, k, v, out or lse. Debugging:
+  // FLASHATTN_CHECK_VARLEN=1 in the environment makes every varlen forward and backward copy
+  // the offsets to the host and check this contract first (kInvalidArgument naming the offset;
+  // one stream synchronisation per call; skipped while the stream is captured into a graph). Out rows past
   // cu_seqlens_q[num_seqs] are not written. Rows of k and v past cu_seqlens_k[num_seqs] may hold
   // anything (NaN included); rows before cu_seqlens_k[0] (an offset past row 0) must be finite:
   // the sm90 forward loads a short sequence's key block ending on its last key, so it reads up

@@ -4,7 +4,9 @@ q (total_q, nheads, headdim), k / v (total_k, nheads_k, headdim[_v]) hold the se
 after another; int32 cu_seqlens_q / cu_seqlens_k (batch + 1 offsets, on q's device) say where
 each starts. The offsets never leave the device (no host sync, CUDA-graph safe), so the caller
 guarantees them: nondecreasing, starting at 0 or more, each sequence at most max_seqlen_* long.
-Offsets that break this give wrong rows, never a read or write outside the tensors.
+Offsets that break this give wrong rows, never a read or write outside the tensors. For
+debugging, FLASHATTN_CHECK_VARLEN=1 in the environment makes the library check them on every
+call (ValueError naming the offset; one host synchronisation per call, none under graph capture).
 
 Sliding window, softcap and ALiBi as flash_attn_func, per sequence (the window and causal are
 bottom-right per sequence; (batch, nheads) slopes are indexed by sequence).

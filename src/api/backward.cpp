@@ -6,6 +6,7 @@
 #include "api/backends.h"
 #include "api/dispatch.h"
 #include "api/validate.h"
+#include "api/varlen_check.h"
 #include "api/zero_fill.h"
 
 namespace flashattn {
@@ -99,6 +100,11 @@ Status backward(const BackwardArgs& args, cudaStream_t stream) {
   if (empty) {
     s = detail::zero_fill_gradients(args, stream);
     return s.ok() ? detail::zero_outside_rows(args, stream) : s;
+  }
+  if (p.varlen()) {
+    s = detail::debug_check_varlen(args.cu_seqlens_q, args.cu_seqlens_k, args.num_seqs, args.max_seqlen_q,
+                                   args.max_seqlen_k, args.q.shape[1], args.k.shape[1], stream);
+    if (!s.ok()) return s;
   }
   Backend chosen = Backend::kReference;
   s = detail::pick_backend(p, args.backend, &chosen);

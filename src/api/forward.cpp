@@ -6,6 +6,7 @@
 #include "api/backends.h"
 #include "api/dispatch.h"
 #include "api/validate.h"
+#include "api/varlen_check.h"
 
 namespace flashattn {
 
@@ -66,6 +67,11 @@ Status forward(const ForwardArgs& args, cudaStream_t stream) {
   bool empty = false;
   Status s = detail::validate_and_convert(args, &p, &empty);
   if (!s.ok() || empty) return s;
+  if (p.varlen()) {
+    s = detail::debug_check_varlen(args.cu_seqlens_q, args.cu_seqlens_k, args.num_seqs, args.max_seqlen_q,
+                                   args.max_seqlen_k, args.q.shape[1], args.k.shape[1], stream);
+    if (!s.ok()) return s;
+  }
   Backend chosen = Backend::kReference;
   s = detail::pick_backend(p, args.backend, &chosen);
   if (!s.ok()) return s;
