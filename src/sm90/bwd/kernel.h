@@ -99,15 +99,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
           // has 24 registers; the 64-bit form spilled at D=256). m's last row, then the keys it
           // sees (causal: last + sk - sq + 1, clamped), in key blocks.
           int turn = n_block;
-          if constexpr (Cfg::kLocal) {
-            // Ascending from m's first key block, n_block_range(m).lo = key_begin(m's first row) /
-            // kBlockN (32-bit: |row + sk - sq - left| <= sq + sk, common/mask.h). Every key block
-            // from there to this one visits m (the visible pairs of a window are contiguous both
-            // ways) and launched before this CTA.
-            const int first = m * Cfg::kBlockM + (args.sk - args.sq) - args.window_left;
-            const int begin = min(max(first, 0), args.sk);
-            turn = n_block - static_cast<int>(static_cast<unsigned>(begin) / Cfg::kBlockN);
-          }
+          if constexpr (Cfg::kLocal) turn = bwd_local_turn<Cfg>(args, m, n_block);
           if (descending) {
             const int last = m >= (args.sq - 1) / Cfg::kBlockM ? args.sq - 1 : m * Cfg::kBlockM + Cfg::kBlockM - 1;
             const int keys = min(max(last + (args.sk - args.sq) + 1, 0), args.sk);
@@ -150,12 +142,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     int buf = 0;  // dS^T buffer of the current block
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
-      // ALiBi (feature kernel): -slope * |i + sk - sq - j| in units of the score the exp2 takes
-      // (S, or t under softcap), as the forward adds it.
-      float alibi_coef = 0.f;
-      if constexpr (Cfg::kLocal) {
-        if (args.alibi != nullptr) alibi_coef = -args.alibi[b * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
-      }
+      const float alibi_coef = bwd_alibi_coef<Cfg>(args, b, h);
 #pragma unroll 1
       for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
         const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;

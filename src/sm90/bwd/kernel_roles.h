@@ -32,6 +32,28 @@ __device__ __forceinline__ Mask<Cfg::kMaskKind> bwd_rule(const Args& args) {
   else return Mask<Cfg::kMaskKind>{args.sq, args.sk};
 }
 
+// kLocal, deterministic mode: key block n_block's place in query block m's order of dQ
+// additions, ascending from m's first key block, n_block_range(m).lo = key_begin(m's first row) /
+// kBlockN (32-bit: |row + sk - sq - left| <= sq + sk, common/mask.h). Every key block from there
+// to this one visits m (the visible pairs of a window are contiguous both ways) and launched
+// before this CTA.
+template <class Cfg, class Args>
+__device__ __forceinline__ int bwd_local_turn(const Args& args, int m, int n_block) {
+  const int first = m * Cfg::kBlockM + (args.sk - args.sq) - args.window_left;
+  const int begin = min(max(first, 0), args.sk);
+  return n_block - static_cast<int>(static_cast<unsigned>(begin) / Cfg::kBlockN);
+}
+
+// ALiBi (feature kernels): -slope * |i + sk - sq - j| in units of the score the exp2 takes (S,
+// or t under softcap), as the forward adds it; slope of batch (varlen: sequence) b, query head h.
+template <class Cfg, class Args>
+__device__ __forceinline__ float bwd_alibi_coef(const Args& args, int b, int h) {
+  if constexpr (Cfg::kLocal) {
+    if (args.alibi != nullptr) return -args.alibi[b * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
+  }
+  return 0.f;
+}
+
 template <class Cfg>
 struct BwdBarriers {
   MbarRing<Cfg::kStages> ring;  // Q, dO, lse, dsum of one query block

@@ -104,11 +104,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
 #pragma unroll 1
         for (int m = mr.lo; m < mr.hi; ++m) {
           int turn = n_block;  // kernel.h's order, with the sequence's lengths
-          if constexpr (Cfg::kLocal) {
-            const int first = m * Cfg::kBlockM + (args.sk - args.sq) - args.window_left;
-            const int begin = min(max(first, 0), args.sk);
-            turn = n_block - static_cast<int>(static_cast<unsigned>(begin) / Cfg::kBlockN);
-          }
+          if constexpr (Cfg::kLocal) turn = bwd_local_turn<Cfg>(args, m, n_block);
           if (descending) {
             const int last = m >= (args.sq - 1) / Cfg::kBlockM ? args.sq - 1 : m * Cfg::kBlockM + Cfg::kBlockM - 1;
             const int keys = min(max(last + (args.sk - args.sq) + 1, 0), args.sk);
@@ -161,10 +157,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     int buf = 0;
 #pragma unroll 1
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
-      float alibi_coef = 0.f;  // as kernel.h, the sequence's slopes
-      if constexpr (Cfg::kLocal) {
-        if (args.alibi != nullptr) alibi_coef = -args.alibi[seq * args.alibi_bstride + h] * detail::kLog2e / args.scale_log2;
-      }
+      const float alibi_coef = bwd_alibi_coef<Cfg>(args, seq, h);  // the sequence's slopes
 #pragma unroll 1
       for (int m = mr.lo; m < mr.hi; ++m) {
         const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;
