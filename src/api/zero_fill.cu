@@ -35,28 +35,7 @@ __device__ void varlen_rows(const int* cu, int seq, int max_len, int64_t total, 
   *len = max(int64_t{0}, min(min(static_cast<int64_t>(cu[seq + 1]) - s0, static_cast<int64_t>(max_len)), total - s0));
 }
 
-// Varlen: only elements of rows inside a sequence. The row's sequence is found by bisection over
-// the (nondecreasing) offsets; as above, an edge-case fill.
-__global__ void zero_fill_varlen_kernel(uint16_t* data, Shape4 v, int64_t total, const int* cu, int num_seqs,
-                                        int max_len) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t per_row = v.n[2] * v.n[3];
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const int64_t row = i / per_row, h = (i / v.n[3]) % v.n[2], d = i % v.n[3];
-    int lo = 0, hi = num_seqs;  // the last sequence starting at or before row: lo - 1
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (min(max(static_cast<int64_t>(cu[mid]), int64_t{0}), v.n[1]) <= row) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo == 0) continue;
-    int64_t start = 0, len = 0;
-    varlen_rows(cu, lo - 1, max_len, v.n[1], &start, &len);
-    if (row < start + len) data[row * v.s[1] + h * v.s[2] + d] = 0;
-  }
-}
-
-// The end of the sequence whose rows (clamped as above) hold `row`, or -1 if none does: the
+// The end of the sequence whose rows (clamped as varlen_rows) hold `row`, or -1 if none does: the
 // last sequence starting at or before it, by bisection over the (nondecreasing) offsets.
 __device__ int64_t covering_end(const int* cu, int num_seqs, int max_len, int64_t total, int64_t row) {
   int lo = 0, hi = num_seqs;
@@ -69,6 +48,17 @@ __device__ int64_t covering_end(const int* cu, int num_seqs, int max_len, int64_
   int64_t start = 0, len = 0;
   varlen_rows(cu, lo - 1, max_len, total, &start, &len);
   return row < start + len ? start + len : -1;
+}
+
+// Varlen: only elements of rows inside a sequence (an edge-case fill, as above).
+__global__ void zero_fill_varlen_kernel(uint16_t* data, Shape4 v, int64_t total, const int* cu, int num_seqs,
+                                        int max_len) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t per_row = v.n[2] * v.n[3];
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t row = i / per_row, h = (i / v.n[3]) % v.n[2], d = i % v.n[3];
+    if (covering_end(cu, num_seqs, max_len, v.n[1], row) >= 0) data[row * v.s[1] + h * v.s[2] + d] = 0;
+  }
 }
 
 // zero_fill_varlen_outside's gradients, one launch for all of them.
