@@ -325,17 +325,23 @@ def _bwd_impl(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
 
 # ----------------------------------------------------------------------------- autograd
 
+def _trailing_options(inputs, at: int):
+    """(deterministic, window_left, window_right, softcap, alibi_slopes) from an op's inputs, the
+    first at position `at`. The dispatcher may drop an argument equal to its default; torch
+    fills it back in for setup_context, but not every version did: a missing one is its default."""
+    n = len(inputs)
+    return (bool(inputs[at]) if n > at else False,
+            int(inputs[at + 1]) if n > at + 1 else -1,
+            int(inputs[at + 2]) if n > at + 2 else -1,
+            float(inputs[at + 3]) if n > at + 3 else 0.0,
+            inputs[at + 4] if n > at + 4 else None)
+
+
 def _save(ctx, inputs, output) -> None:
     """setup_context of fwd: keep what the backward needs."""
     q, k, v, softmax_scale, causal, backend = inputs[:6]
-    # The dispatcher may drop an argument equal to its default; torch fills it back in for
-    # setup_context, but not every version did. The same holds for the features after it.
     n = len(inputs)
-    deterministic = bool(inputs[6]) if n > 6 else False
-    window_left = int(inputs[7]) if n > 7 else -1
-    window_right = int(inputs[8]) if n > 8 else -1
-    softcap = float(inputs[9]) if n > 9 else 0.0
-    alibi_slopes = inputs[10] if n > 10 else None
+    deterministic, window_left, window_right, softcap, alibi_slopes = _trailing_options(inputs, 6)
     out, lse = output
     if alibi_slopes is None:
         ctx.save_for_backward(q, k, v, out, lse)

@@ -26,7 +26,7 @@ from . import _lib
 from ._torch import (_DOUBLE_BACKWARD, HAS_CUSTOM_OP, _backend_id, _check_alibi, _check_input,
                      _check_window_softcap, _contiguous_slopes, _descriptor, _feature_args,
                      _is_compiling, _lib_features, _lib_strides, _prepared, _refuse_attn_probs,
-                     _refuse_dropout, _scale_arg)
+                     _refuse_dropout, _scale_arg, _trailing_options)
 
 
 def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k) -> None:
@@ -170,13 +170,8 @@ _VARLEN_BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, T
 def _varlen_save(ctx, inputs, output) -> None:
     """setup_context of varlen_fwd: keep what the backward needs."""
     q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, backend = inputs[:10]
-    # As _torch._save: an argument equal to its default may be missing.
     n = len(inputs)
-    deterministic = bool(inputs[10]) if n > 10 else False
-    window_left = int(inputs[11]) if n > 11 else -1
-    window_right = int(inputs[12]) if n > 12 else -1
-    softcap = float(inputs[13]) if n > 13 else 0.0
-    alibi_slopes = inputs[14] if n > 14 else None
+    deterministic, window_left, window_right, softcap, alibi_slopes = _trailing_options(inputs, 10)
     out, lse = output
     if alibi_slopes is None:
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
