@@ -149,9 +149,9 @@ TEST(Dispatch, ForcedBackendIsStillChecked) {
   }
 }
 
-// Window, softcap and ALiBi calls (dense) run on a family wherever one is built: sm80's feature
-// kernels on 8.x, sm90's on Hopper; auto falls back to the reference only where neither is.
-// Varlen calls with them stay refused by sm80.
+// Window, softcap and ALiBi calls run on a family wherever one is built: sm80's feature kernels
+// on 8.x, sm90's on Hopper; auto falls back to the reference only where neither is. The same
+// calls packed (varlen) too: sm80's varlen feature kernels, sm90's varlen feature twins.
 TEST(Dispatch, FeatureCallsRunOnAFamily) {
   struct Mods {
     int left, right;
@@ -174,12 +174,17 @@ TEST(Dispatch, FeatureCallsRunOnAFamily) {
         const Backend want = hopper ? Backend::kSm90 : detail::sm80_built() ? Backend::kSm80 : Backend::kReference;
         EXPECT_EQ(b, want) << maj << "." << min << " d " << d << "/" << dv;
       }
-      int cu[2] = {0, 128};
+      int cu[2] = {0, 128};  // never dereferenced here
       p.cu_q = p.cu_k = cu;
       p.total_q = p.total_k = 128;
-      const Status s = detail::sm80_supports(p);
-      EXPECT_FALSE(s.ok());
-      EXPECT_NE(s.message().find("sm80"), std::string::npos) << s.message();
+      EXPECT_EQ(detail::sm80_supports(p).ok(), detail::sm80_built()) << "varlen: " << detail::sm80_supports(p).message();
+      for (auto [maj, min] : {std::pair{8, 0}, std::pair{8, 9}, std::pair{9, 0}}) {
+        Backend b = Backend::kReference;
+        ASSERT_TRUE(detail::choose_backend(p, Backend::kAuto, maj, min, &b).ok());
+        const bool hopper = maj == 9 && detail::sm90_built() && detail::sm90_supports(p).ok();
+        const Backend want = hopper ? Backend::kSm90 : detail::sm80_built() ? Backend::kSm80 : Backend::kReference;
+        EXPECT_EQ(b, want) << "varlen " << maj << "." << min << " d " << d << "/" << dv;
+      }
     }
   }
 }
@@ -350,8 +355,16 @@ TEST(BwdDispatch, Sm90NeedsHopperAndItsSupport) {
   }
 }
 
+// A packed (varlen) call of bwd_params' batch: its sequences as offsets, the tensors one batch.
+void set_varlen(detail::BwdParams& p) {
+  p.cu_q = reinterpret_cast<const int*>(bwd_region(10));
+  p.cu_k = reinterpret_cast<const int*>(bwd_region(11));
+  p.total_q = p.b * p.sq;
+  p.total_k = p.b * p.sk;
+}
+
 // sm80's backward (src/sm80/bwd) serves every head dim pair up to 256, deterministic or not, on
-// every 8.x and 9.0 device; window, softcap, ALiBi and varlen calls it refuses by name.
+// every 8.x and 9.0 device, with window, softcap, ALiBi and varlen (packed) batches as well.
 TEST(BwdDispatch, Sm80ServesWhereBuilt) {
   for (auto [d, dv] : kHeadDims) {
     for (bool det : {false, true}) {
@@ -378,11 +391,18 @@ TEST(BwdDispatch, Sm80ServesWhereBuilt) {
       {"window", [](detail::BwdParams& p) { p.window_left = 16; }},
       {"softcap", [](detail::BwdParams& p) { p.softcap = 30.f; }},
       {"ALiBi", [](detail::BwdParams& p) { p.alibi_slopes = reinterpret_cast<const float*>(bwd_region(9)); }},
+      {"varlen", set_varlen},
+      {"varlen + window + softcap",
+       [](detail::BwdParams& p) {
+         set_varlen(p);
+         p.window_left = 16;
+         p.softcap = 30.f;
+       }},
   };
   for (const Feature& f : features) {
     detail::BwdParams p = bwd_params();
     f.set(p);
-    // Dense calls with the feature run on the sm80 feature kernels where the family is built.
+    // Calls with the feature run on the sm80 feature / varlen kernels where the family is built.
     const Status s = detail::sm80_supports(p);
     if (detail::sm80_built()) {
       EXPECT_TRUE(s.ok()) << f.name << ": " << s.message();

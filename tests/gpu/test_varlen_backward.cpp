@@ -69,7 +69,7 @@ std::vector<VarlenBwdCase> cases() {
   const std::vector<Lengths> sets = length_sets();
   // GQA ratios 1, 4, 8; head dims of the three kernels and 96 (zero-filled columns on 128's).
   const std::pair<int, int> heads[] = {{2, 2}, {8, 2}, {8, 1}};
-  for (Backend be : {Backend::kSm90, Backend::kReference, Backend::kAuto}) {
+  for (Backend be : {Backend::kSm90, Backend::kSm80, Backend::kReference, Backend::kAuto}) {
     int i = 0;
     for (int d : {64, 128, 256, 96})
       for (bool causal : {false, true}) {
@@ -335,7 +335,7 @@ TEST_P(VarlenBackwardZeroOutside, ZeroesOutsideRowsAndKeepsTheRest) {
 std::vector<VarlenBwdCase> deterministic_cases() {
   const std::vector<Lengths> sets = length_sets();
   std::vector<VarlenBwdCase> cs;
-  for (Backend be : {Backend::kSm90, Backend::kReference})
+  for (Backend be : {Backend::kSm90, Backend::kSm80, Backend::kReference})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         cs.push_back({sets[d == 128 ? 2 : 0].name, sets[d == 128 ? 2 : 0].lq, sets[d == 128 ? 2 : 0].lk, 8, 2, d, causal,

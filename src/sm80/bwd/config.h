@@ -43,6 +43,7 @@ struct Sm80BwdConfig {
   static constexpr bool kVectorAtomics = O.vector_atomics;
   // TileLoader (smem_tile.h) reads these names: plain row-predicated loads, no strided walk.
   static constexpr bool kStridedLoads = false;
+  static constexpr bool kVarlen = false;  // Sm80BwdVarlen below
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -132,5 +133,14 @@ inline constexpr Sm80BwdOptions kSm80BwdD128Small{.head_dim = 128, .block_m = 64
 inline constexpr Sm80BwdOptions kSm80BwdD256Small{.head_dim = 256, .block_m = 64, .block_n = 16, .warps = 4,
                                                   .sdp_key_warps = 1, .dkv_key_warps = 1, .dq_row_warps = 1,
                                                   .dq_passes = 2, .double_buffer = false};
+
+// A configuration's varlen twin (packed batches, one sequence per blockIdx.z; kernel_args.h
+// Sm80BwdVarlenArgs): the same tiles, every varlen branch of the kernel `if constexpr`, so the
+// dense kernels keep their code.
+template <class Cfg>
+struct Sm80BwdVarlen : Cfg {
+  static_assert(!Cfg::kVarlen, "already varlen");
+  static constexpr bool kVarlen = true;
+};
 
 }  // namespace flashattn::sm80

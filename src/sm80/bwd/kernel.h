@@ -36,6 +36,7 @@
 #include "arch/mma_sm80.h"
 #include "arch/smem.h"
 #include "common/mask.h"
+#include "common/varlen_layout.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/kernel_args.h"
 #include "sm80/smem_tile.h"
@@ -61,21 +62,21 @@ struct BwdDsShape {
 // in-place passes as sm90's step_scores_local, so no per-element value outlives its pass (the
 // dK / dV accumulators leave few registers).
 // lse / dsum: the stage's rows as float2 pairs, stat0 the slice's first 8-row group.
-template <int kNTq>
+template <int kNTq, class Args>
 __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[kNTq][4], const float2* lse,
-                                             const float2* dsum, const Sm80BwdFeatureArgs& p, int b, int h, int q0,
-                                             int key_r, int stat0, int lane, bool need_mask) {
+                                             const float2* dsum, const Args& p, int sq, int sk, int b, int h,
+                                             int q0, int key_r, int stat0, int lane, bool need_mask) {
   const bool softcap = p.softcap_scale > 0.f;
   // ALiBi: -slope * |i + sk - sq - j| in units of the score exp2 takes (S, or t under softcap),
   // as the forward adds it. Read per slice (an L1 hit after the first): kept across the block,
   // it is one more live register where the D=256 kernel has none to spare.
   float alibi_coef = 0.f;
   if (p.alibi != nullptr) alibi_coef = -p.alibi[b * p.alibi_bstride + h] * detail::kLog2e / p.scale_log2;
-  const int d0 = q0 + 2 * (lane & 3) + (p.sk - p.sq) - key_r;
+  const int d0 = q0 + 2 * (lane & 3) + (sk - sq) - key_r;
   const float diag0 = static_cast<float>(d0);
   const int win_base = d0 + p.window_right;
   const uint32_t win_span = static_cast<uint32_t>(p.window_left + p.window_right);
-  const bool key_a_in = key_r < p.sk, key_b_in = key_r + 8 < p.sk;
+  const bool key_a_in = key_r < sk, key_b_in = key_r + 8 < sk;
   if (softcap) {
 #pragma unroll
     for (int nt = 0; nt < kNTq; ++nt)
@@ -115,24 +116,24 @@ __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[k
 // last row the first key (d <= left), d = i + sk - sq - j; 32-bit arithmetic (|d| <= sq + sk +
 // kBN). Recomputed per query block: keeping the range's two ends live through the loop made the
 // D=256 kernel spill.
-template <int kBM, int kBN>
-__device__ __forceinline__ bool local_needs_mask(const Sm80BwdFeatureArgs& p, int m0, int n0) {
+template <int kBM, int kBN, class Args>
+__device__ __forceinline__ bool local_needs_mask(const Args& p, int sq, int sk, int m0, int n0) {
   const int n_last = n0 + kBN - 1;
-  const int row_last = min(m0 + kBM, p.sq) - 1;
-  return n_last >= p.sk || m0 + (p.sk - p.sq) - n_last < -p.window_right ||
-         row_last + (p.sk - p.sq) - n0 > p.window_left;
+  const int row_last = min(m0 + kBM, sq) - 1;
+  return n_last >= sk || m0 + (sk - sq) - n_last < -p.window_right || row_last + (sk - sq) - n0 > p.window_left;
 }
 
-// The visibility rule of the call: kLocal carries the window (bounded form, kernel_args.h).
-template <MaskKind Kind>
-__device__ __forceinline__ Mask<Kind> bwd_rule(const Sm80BwdArgsOf<Kind>& p) {
-  if constexpr (Kind == MaskKind::kLocal) return Mask<Kind>{p.sq, p.sk, p.window_left, p.window_right};
-  else return Mask<Kind>{p.sq, p.sk};
+// The visibility rule of the call (varlen: of the CTA's sequence, lengths sq / sk): kLocal carries
+// the window (bounded form, kernel_args.h).
+template <MaskKind Kind, class Args>
+__device__ __forceinline__ Mask<Kind> bwd_rule(const Args& p, int sq, int sk) {
+  if constexpr (Kind == MaskKind::kLocal) return Mask<Kind>{sq, sk, p.window_left, p.window_right};
+  else return Mask<Kind>{sq, sk};
 }
 
 template <class Cfg, class Elem, MaskKind Kind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind> p) {
+    sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind, Cfg::kVarlen> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kCausal = Kind == MaskKind::kCausal;
   constexpr bool kLocal = Kind == MaskKind::kLocal;
@@ -147,7 +148,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const bool deterministic = p.dq_turn != nullptr;
   const int n_block = kCausal && deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int hk = blockIdx.y, b = blockIdx.z;
-  const Mask<Kind> rule = bwd_rule<Kind>(p);
+  // Varlen: blockIdx.z is the sequence; its lengths, first packed rows and scratch rows.
+  // Dense kernels read the lengths from the parameter block at each use, as they always have
+  // (their code stays the same).
+  int seq_q = 0, seq_k = 0;
+  int64_t q_row0 = 0, k_row0 = 0, stat_row0 = 0;
+  if constexpr (Cfg::kVarlen) {
+    const detail::VarlenRows rq = detail::varlen_rows(p.cu_q, b, p.sq, p.total_q);
+    const detail::VarlenRows rk = detail::varlen_rows(p.cu_k, b, p.sk, p.total_k);
+    seq_q = rq.len;
+    seq_k = rk.len;
+    q_row0 = rq.start;
+    k_row0 = rk.start;
+    stat_row0 = detail::VarlenLayout<kBM>{p.cu_q, 0, p.sq, p.total_q}.first_block(b) * kBM;
+    if (n_block * kBN >= seq_k) return;  // past this sequence's keys (the grid covers the longest)
+  }
+  auto len_q = [&] {
+    if constexpr (Cfg::kVarlen) return seq_q;
+    else return p.sq;
+  };
+  auto len_k = [&] {
+    if constexpr (Cfg::kVarlen) return seq_k;
+    else return p.sk;
+  };
+  // Element offset of this CTA's batch (varlen: of its sequence's first row) in a tensor.
+  auto batch_off = [&](int64_t sb, int64_t ss, int64_t row0) { return Cfg::kVarlen ? row0 * ss : b * sb; };
+  // Scratch row of (this batch, head h, query row 0).
+  auto stat_base = [&](int h) {
+    return Cfg::kVarlen ? static_cast<int64_t>(h) * p.sq_pad + stat_row0 : (static_cast<int64_t>(b) * p.hq + h) * p.sq_pad;
+  };
+  const Mask<Kind> rule = bwd_rule<Kind>(p, len_q(), len_k());
   const BlockRange mr = rule.m_block_range(n_block, kBM, kBN);
   int first_unmasked = 0;
   if constexpr (!kLocal) first_unmasked = rule.first_unmasked_m_block(n_block, kBM, kBN);
@@ -170,18 +200,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const TileLoader<Cfg, kBN> kv_loader(tid);
     const TileLoader<Cfg, kBM> q_loader(tid);
     const bool qk_cols = kv_loader.chunk_below(p.d), v_cols = kv_loader.chunk_below(p.d_v);
-    const Elem* gK = static_cast<const Elem*>(p.k) + b * p.k_sb + static_cast<int64_t>(n0) * p.k_ss + hk * p.k_sh;
-    const Elem* gV = static_cast<const Elem*>(p.v) + b * p.v_sb + static_cast<int64_t>(n0) * p.v_ss + hk * p.v_sh;
-    kv_loader.template load<true>(sK, gK, p.k_ss, p.sk - n0, qk_cols);
-    kv_loader.template load<true>(sV, gV, p.v_ss, p.sk - n0, v_cols);
+    const Elem* gK = static_cast<const Elem*>(p.k) + batch_off(p.k_sb, p.k_ss, k_row0) +
+                     static_cast<int64_t>(n0) * p.k_ss + hk * p.k_sh;
+    const Elem* gV = static_cast<const Elem*>(p.v) + batch_off(p.v_sb, p.v_ss, k_row0) +
+                     static_cast<int64_t>(n0) * p.v_ss + hk * p.v_sh;
+    kv_loader.template load<true>(sK, gK, p.k_ss, len_k() - n0, qk_cols);
+    kv_loader.template load<true>(sV, gV, p.v_ss, len_k() - n0, v_cols);
     auto load_q = [&](int stage, int h, int m) {
       const int64_t row0 = static_cast<int64_t>(m) * kBM;
-      const Elem* gQ = static_cast<const Elem*>(p.q) + b * p.q_sb + row0 * p.q_ss + h * p.q_sh;
-      const Elem* gDo = static_cast<const Elem*>(p.dout) + b * p.do_sb + row0 * p.do_ss + h * p.do_sh;
-      const int rows = p.sq - static_cast<int>(row0);
+      const Elem* gQ = static_cast<const Elem*>(p.q) + batch_off(p.q_sb, p.q_ss, q_row0) + row0 * p.q_ss + h * p.q_sh;
+      const Elem* gDo =
+          static_cast<const Elem*>(p.dout) + batch_off(p.do_sb, p.do_ss, q_row0) + row0 * p.do_ss + h * p.do_sh;
+      const int rows = len_q() - static_cast<int>(row0);
       q_loader.template load<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, rows, qk_cols);
       q_loader.template load<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, rows, v_cols);
-      const int64_t stat = (static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + row0;
+      const int64_t stat = stat_base(h) + row0;
       if (tid < kBM / 4) {
         arch::cp_async_cg_16(s0 + Cfg::kSmemLse + stage * Cfg::kStatBytes + tid * 16, p.lse_log2 + stat + tid * 4);
       } else if (tid < kBM / 2) {
@@ -233,7 +266,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const float2* lse = reinterpret_cast<const float2*>(smem + Cfg::kSmemLse + stage * Cfg::kStatBytes);
       const float2* dsum = reinterpret_cast<const float2*>(smem + Cfg::kSmemDsum + stage * Cfg::kStatBytes);
       bool need_mask;
-      if constexpr (kLocal) need_mask = local_needs_mask<kBM, kBN>(p, m0, n0);
+      if constexpr (kLocal) need_mask = local_needs_mask<kBM, kBN>(p, len_q(), len_k(), m0, n0);
       else need_mask = m < first_unmasked;
 
       // 1. This warp's S^T and dP^T, one query slice at a time, to P^T and dS^T in shared memory.
@@ -287,14 +320,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 if (need_mask) {
                   const int key = key_r + 8 * (e >> 1);
                   const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
-                  if (!(key < p.sk && (!kCausal || key <= query + (p.sk - p.sq)))) pv = 0.f;
+                  if (!(key < len_k() && (!kCausal || key <= query + (len_k() - len_q())))) pv = 0.f;
                 }
                 rS[mt][nt][e] = pv;
                 rP[mt][nt][e] = pv * (rP[mt][nt][e] - ((e & 1) ? ds.y : ds.x));
               }
             }
           } else {
-            local_scores(rS[mt], rP[mt], lse, dsum, p, b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
+            local_scores(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
           }
           constexpr int kRowBytes = kBM * 2;
 #pragma unroll
@@ -344,8 +377,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (deterministic) {
         if constexpr (kCausal) turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
         if constexpr (kLocal) {
-          const int first = m0 + (p.sk - p.sq) - p.window_left;
-          turn = n_block - min(max(first, 0), p.sk) / kBN;
+          const int first = m0 + (len_k() - len_q()) - p.window_left;
+          turn = n_block - min(max(first, 0), len_k()) / kBN;
         }
         if (tid == 0) {
           cuda::atomic_ref<int, cuda::thread_scope_device> t(p.dq_turn[chunk]);
@@ -389,13 +422,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
           }
         }
-        float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.hq + h) * p.sq_pad + m0) * kD;
+        float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
 #pragma unroll
         for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
-            if (m0 + row >= p.sq) continue;  // padding rows: their dS is 0
+            if (m0 + row >= len_q()) continue;  // padding rows: their dS is 0
 #pragma unroll
             for (int nt = 0; nt < kNTdq; ++nt) {
               float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
@@ -429,14 +462,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
 
   // dK = scale dS^T Q and dV, rows below sk and columns below d / d_v (a key no query sees: 0).
-  Elem* dk = static_cast<Elem*>(p.dk) + b * p.dk_sb + hk * p.dk_sh;
-  Elem* dv = static_cast<Elem*>(p.dv) + b * p.dv_sb + hk * p.dv_sh;
+  Elem* dk = static_cast<Elem*>(p.dk) + batch_off(p.dk_sb, p.dk_ss, k_row0) + hk * p.dk_sh;
+  Elem* dv = static_cast<Elem*>(p.dv) + batch_off(p.dv_sb, p.dv_ss, k_row0) + hk * p.dv_sh;
 #pragma unroll
   for (int mt = 0; mt < kDkvMT; ++mt)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int key = n0 + kv_key0 + mt * 16 + (lane >> 2) + 8 * hh;
-      if (key >= p.sk) continue;
+      if (key >= len_k()) continue;
 #pragma unroll
       for (int nt = 0; nt < kNTc; ++nt) {
         const int col = kv_col0 + nt * 8 + 2 * (lane & 3);

@@ -37,22 +37,39 @@ struct Sm80BwdArgs {
   float scale_log2;  // P = exp2(S * scale_log2 - lse_log2)
 };
 
-// The feature kernel's arguments (MaskKind::kLocal, issue 17): the plain ones plus the window and
+// The feature kernels' arguments (MaskKind::kLocal, issue 17): a plain block plus the window and
 // the run-time softcap / ALiBi switches. A separate type, so the kNone / kCausal kernels keep
 // their parameter layout (and code).
-struct Sm80BwdFeatureArgs : Sm80BwdArgs {
+template <class Base>
+struct Sm80WithBwdFeatures : Base {
   // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
-  // right in [0, sq]; a causal call has right 0.
+  // right in [0, sq]; a causal call has right 0. Varlen: bounded by the max lengths, so an
+  // unbounded side stays unbounded for every sequence.
   int window_left, window_right;
   // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
   // forward's softmax took were t = tanh(S * softcap_scale) in units of softcap.
   float softcap_scale;
-  const float* alibi;  // slopes, alibi[b * alibi_bstride + query head], or null (off)
+  const float* alibi;  // slopes, alibi[b * alibi_bstride + query head] (varlen: b = sequence), or null
   int64_t alibi_bstride;
 };
+using Sm80BwdFeatureArgs = Sm80WithBwdFeatures<Sm80BwdArgs>;
 
-template <MaskKind Kind>
-using Sm80BwdArgsOf = std::conditional_t<Kind == MaskKind::kLocal, Sm80BwdFeatureArgs, Sm80BwdArgs>;
+// The varlen kernels' (Cfg::kVarlen, bwd/config.h Sm80BwdVarlen): q, dout, dq (1, total_q, H, D)
+// views and k, v, dk, dv (1, total_k, Hkv, D), batch strides unread; blockIdx.z is the sequence.
+// sq / sk are the max lengths. Scratch rows follow common/varlen_layout.h: sq_pad is the padded
+// rows of one head (VarlenLayout::num_blocks * kBlockM), (b, h, row m) sits at h * sq_pad +
+// first_block(b) * kBlockM + m; num_m_blocks = ceil(sq / kBlockM) sizes the deterministic turns.
+struct Sm80BwdVarlenArgs : Sm80BwdArgs {
+  const int* cu_q;
+  const int* cu_k;
+  int total_q, total_k;
+};
+using Sm80BwdVarlenFeatureArgs = Sm80WithBwdFeatures<Sm80BwdVarlenArgs>;
+
+template <MaskKind Kind, bool kVarlen = false>
+using Sm80BwdArgsOf =
+    std::conditional_t<kVarlen, std::conditional_t<Kind == MaskKind::kLocal, Sm80BwdVarlenFeatureArgs, Sm80BwdVarlenArgs>,
+                       std::conditional_t<Kind == MaskKind::kLocal, Sm80BwdFeatureArgs, Sm80BwdArgs>>;
 
 // Preprocess: one warp per (b, h, row) of sq_pad rows.
 struct Sm80BwdPreArgs {
@@ -61,6 +78,21 @@ struct Sm80BwdPreArgs {
   float* lse_log2 = nullptr;
   float* dsum = nullptr;
   int b = 0, hq = 0, sq = 0, sq_pad = 0, d_v = 0;
+};
+
+// Varlen preprocess / postprocess: one CTA per (head, padded block) of the scratch
+// (common/varlen_layout.h); rows of no sequence get lse_log2 = +inf and dsum = 0, and no dq.
+struct Sm80BwdVarlenPrepostArgs {
+  detail::ConstTensor4 dout, o;  // (1, total_q, Hq, Dv) views
+  detail::Tensor4 dq;            // (1, total_q, Hq, D)
+  const float* lse = nullptr;    // (Hq, total_q), natural log
+  float* lse_log2 = nullptr;
+  float* dsum = nullptr;
+  const float* dq_accum = nullptr;
+  const int* cu_q = nullptr;
+  int num_seqs = 0, max_q = 0, total_q = 0, hq = 0, d = 0, d_v = 0;
+  int64_t num_blocks = 0;  // padded blocks per head
+  float scale = 0.f;
 };
 
 // Postprocess: dq = scale * accumulator, into the caller's strided dq (d columns of kHeadDim).

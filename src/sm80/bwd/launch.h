@@ -17,32 +17,11 @@
 
 namespace flashattn::sm80 {
 
-template <class Cfg, class Elem, MaskKind Kind>
-Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
-  const int num_m = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  const int sq_pad = num_m * Cfg::kBlockM;
-  const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
-  detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * num_m : 0);
-  detail::StreamScratch scratch;
-  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward"); !st.ok()) return st;
-
-  Sm80BwdPreArgs pre;
-  pre.dout = p.dout;
-  pre.o = p.o;
-  pre.lse = p.lse;
-  pre.lse_log2 = ws.lse_log2;
-  pre.dsum = ws.dsum;
-  pre.b = p.b;
-  pre.hq = p.hq;
-  pre.sq = p.sq;
-  pre.sq_pad = sq_pad;
-  pre.d_v = p.d_v;
-  sm80_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
-  Status s = detail::check_launch("backend sm80 backward: preprocess");
-  if (!s.ok()) return s;
-
-  Sm80BwdArgsOf<Kind> a{};
+// The kernel's parameter block from p (dense or varlen; the varlen fields are the caller's):
+// sq_pad the scratch rows of one (batch, head) (varlen: of one head), num_m the query blocks
+// of one batch (varlen: of the longest sequence; it sizes the deterministic turns).
+template <MaskKind Kind, class Args>
+Status set_bwd_args(Args& a, const detail::BwdParams& p, const detail::BwdScratch& ws, int sq_pad, int num_m) {
   a.q = p.q.ptr;
   a.k = p.k.ptr;
   a.v = p.v.ptr;
@@ -82,12 +61,48 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
     if (p.has_features())
       return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};
   }
+  return Status::Ok();
+}
 
+// The main kernel over grid (key blocks, kv heads, batches or sequences).
+template <class Cfg, class Elem, MaskKind Kind>
+Status launch_bwd_main(const Sm80BwdArgsOf<Kind, Cfg::kVarlen>& a, dim3 grid, cudaStream_t stream) {
   auto* kernel = &sm80_bwd_kernel<Cfg, Elem, Kind>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess)
     return detail::check_launch("backend sm80 backward: shared memory opt-in");
-  kernel<<<dim3(num_n, p.hkv, p.b), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
-  s = detail::check_launch("backend sm80 backward: main kernel");
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
+  return detail::check_launch("backend sm80 backward: main kernel");
+}
+
+template <class Cfg, class Elem, MaskKind Kind>
+Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
+  const int num_m = (p.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const int num_n = (p.sk + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int sq_pad = num_m * Cfg::kBlockM;
+  const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
+  detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * num_m : 0);
+  detail::StreamScratch scratch;
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward"); !st.ok()) return st;
+
+  Sm80BwdPreArgs pre;
+  pre.dout = p.dout;
+  pre.o = p.o;
+  pre.lse = p.lse;
+  pre.lse_log2 = ws.lse_log2;
+  pre.dsum = ws.dsum;
+  pre.b = p.b;
+  pre.hq = p.hq;
+  pre.sq = p.sq;
+  pre.sq_pad = sq_pad;
+  pre.d_v = p.d_v;
+  sm80_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
+  Status s = detail::check_launch("backend sm80 backward: preprocess");
+  if (!s.ok()) return s;
+
+  Sm80BwdArgsOf<Kind> a{};
+  if (Status st = set_bwd_args<Kind>(a, p, ws, sq_pad, num_m); !st.ok()) return st;
+
+  s = launch_bwd_main<Cfg, Elem, Kind>(a, dim3(num_n, p.hkv, p.b), stream);
   if (!s.ok()) return s;
 
   Sm80BwdPostArgs post;
@@ -118,5 +133,13 @@ Status run_bwd_feature(const detail::BwdParams& p, cudaStream_t stream);
 // kSm80BwdD*Small, bwd/config.h), both mask kinds, for devices bwd/select.h puts in the small tier.
 template <int D, bool Bf16>
 Status run_bwd_small(const detail::BwdParams& p, cudaStream_t stream);
+
+// Varlen (packed) batches (bwd/instantiations/bwd_d{64,128,256}_varlen.cu, bwd/launch_varlen.h):
+// the plain configuration's varlen twin, both mask kinds, and the feature configuration's with the
+// kLocal mask for window / softcap / ALiBi.
+template <int D, bool Bf16>
+Status run_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream);
+template <int D, bool Bf16>
+Status run_bwd_varlen_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80

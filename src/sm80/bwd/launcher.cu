@@ -1,9 +1,11 @@
 // sm80 backward: what the family serves, and dispatch over the instantiated head dims.
+#include <cstdint>
 #include <string>
 
 #include "api/backends.h"
 #include "common/device_info.h"
 #include "common/head_dim.h"
+#include "common/varlen_layout.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/launch.h"
 #include "sm80/bwd/select.h"
@@ -24,10 +26,20 @@ constexpr bool kServeFeatures = true;
 }  // namespace
 
 // Every d, d_v up to 256 runs on the smallest of the 64/128/256 kernels covering both, with
-// zero-filled columns (as the forward). Window, softcap and ALiBi (dense calls) run on the
-// feature kernels once kServeFeatures is on; with varlen they are the naive reference's.
+// zero-filled columns (as the forward). Window, softcap and ALiBi run on the feature kernels once
+// kServeFeatures is on; varlen (packed) calls on the varlen twins (bwd/launch_varlen.h), with
+// those features too.
 Status sm80_supports(const BwdParams& p) {
-  if (p.varlen()) return {StatusCode::kNotSupported, "backend sm80: no backward for varlen (packed) batches"};
+  if (p.varlen()) {
+    if (p.cu_k == nullptr)
+      return {StatusCode::kNotSupported, "backend sm80: a varlen backward needs both cu_seqlens_q and cu_seqlens_k"};
+    // 32-bit indices into the padded scratch: the smallest query block (64) gives the most blocks.
+    const int64_t blocks = detail::VarlenLayout<64>::num_blocks(p.total_q, p.b);
+    const int64_t turns = static_cast<int64_t>(p.b) * p.hq * ((p.sq + 63) / 64);
+    if (blocks * 128 > INT32_MAX || static_cast<int64_t>(p.hq) * blocks > INT32_MAX || turns > INT32_MAX)
+      return {StatusCode::kNotSupported, "backend sm80: varlen backward scratch indices exceed 32 bits (total_q " +
+                                             std::to_string(p.total_q) + ", num_seqs " + std::to_string(p.b) + ")"};
+  }
   if (!kServeFeatures) {
     if (p.has_window())
       return {StatusCode::kNotSupported, "backend sm80: backward for window_size (sliding window) not enabled yet"};
@@ -55,17 +67,31 @@ Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
 
 // The kernel set is bwd/select.h's tier for smem_optin: the full tier's tiles are sized for the
 // 163-227 KB of A100 / H100 class parts, the small tier's for sm86 / sm89's 99 KB. Calls no
-// kernel of the tier serves (every call below the small tier; window / softcap / ALiBi below the
-// full one, as before the small tier existed: it has no feature kernels) go to the naive
+// kernel of the tier serves (every call below the small tier; window / softcap / ALiBi and varlen
+// below the full one: the small tier has no feature or varlen kernels) go to the naive
 // reference, so they are still answered correctly. Precondition: sm80_backward's, and
 // smem_optin at most the current device's (a kernel over the device's limit would not launch).
 Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream) {
   const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   const sm80::Sm80BwdTier tier = sm80::sm80_bwd_tier(smem_optin);
   const bool feature = p.has_features();
-  if (tier == sm80::Sm80BwdTier::kNone || (feature && tier != sm80::Sm80BwdTier::kFull))
+  if (tier == sm80::Sm80BwdTier::kNone || ((feature || p.varlen()) && tier != sm80::Sm80BwdTier::kFull))
     return reference_backward(p, stream);
   const bool bf16 = p.dtype == ElemType::kBFloat16;
+  if (p.varlen()) {
+    if (feature) {
+      switch (hd) {
+        case 64: return bf16 ? sm80::run_bwd_varlen_feature<64, true>(p, stream) : sm80::run_bwd_varlen_feature<64, false>(p, stream);
+        case 128: return bf16 ? sm80::run_bwd_varlen_feature<128, true>(p, stream) : sm80::run_bwd_varlen_feature<128, false>(p, stream);
+        default: return bf16 ? sm80::run_bwd_varlen_feature<256, true>(p, stream) : sm80::run_bwd_varlen_feature<256, false>(p, stream);
+      }
+    }
+    switch (hd) {
+      case 64: return bf16 ? sm80::run_bwd_varlen<64, true>(p, stream) : sm80::run_bwd_varlen<64, false>(p, stream);
+      case 128: return bf16 ? sm80::run_bwd_varlen<128, true>(p, stream) : sm80::run_bwd_varlen<128, false>(p, stream);
+      default: return bf16 ? sm80::run_bwd_varlen<256, true>(p, stream) : sm80::run_bwd_varlen<256, false>(p, stream);
+    }
+  }
   if (tier == sm80::Sm80BwdTier::kSmall) {
     switch (hd) {
       case 64: return bf16 ? sm80::run_bwd_small<64, true>(p, stream) : sm80::run_bwd_small<64, false>(p, stream);

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "arch/convert.h"
+#include "common/varlen_layout.h"
 #include "sm80/bwd/kernel_args.h"
 
 namespace flashattn::sm80 {
@@ -86,6 +87,78 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
     out.z = arch::pack_f32x2<kBf16>(y.x * a.scale, y.y * a.scale);
     out.w = arch::pack_f32x2<kBf16>(y.z * a.scale, y.w * a.scale);
     *reinterpret_cast<uint4*>(static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c) = out;
+  }
+}
+
+// ---- Varlen (Sm80BwdVarlenArgs): the same two kernels over the padded packed scratch ----
+// One CTA per (head, padded block of kBlockM rows) (common/varlen_layout.h), the block's sequence
+// found once by bisection; a block of no sequence is all padding.
+
+// Preprocess: each warp one row at a time, as the dense one; padding rows get dsum 0 and
+// lse_log2 +inf.
+template <int kBlockM, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
+  const int64_t chunk = blockIdx.x;  // (head, padded block)
+  const int h = static_cast<int>(chunk / a.num_blocks);
+  const detail::VarlenLayout<kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
+  detail::VarlenRows seq;
+  int mb = 0;
+  const int rows = layout.find(chunk % a.num_blocks, &seq, &mb) >= 0 ? seq.len - mb * kBlockM : 0;
+  const int lane = threadIdx.x % 32;
+  for (int r = static_cast<int>(threadIdx.x) / 32; r < kBlockM; r += 8) {
+    float acc = 0.f, lse2 = INFINITY;
+    if (r < rows) {
+      const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
+      const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(0, q, h);
+      const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(0, q, h);
+      for (int c = 8 * lane; c < a.d_v; c += 256) {
+        const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
+        const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
+        const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 fo = elem2_to_float2<Elem>(wo[i]), fd = elem2_to_float2<Elem>(wd[i]);
+          acc = fmaf(fo.x, fd.x, acc);
+          acc = fmaf(fo.y, fd.y, acc);
+        }
+      }
+      const float l = a.lse[static_cast<int64_t>(h) * a.total_q + q];
+      lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) {
+      const int64_t row = chunk * kBlockM + r;
+      a.dsum[row] = acc;
+      a.lse_log2[row] = lse2;
+    }
+  }
+}
+
+// Postprocess: the block's rows inside its sequence, 8 columns per thread, into the packed dq;
+// rows outside every sequence are never written.
+template <int kBlockM, int kHeadDim, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  const int64_t chunk = blockIdx.x;
+  const int h = static_cast<int>(chunk / a.num_blocks);
+  const detail::VarlenLayout<kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
+  detail::VarlenRows seq;
+  int mb = 0;
+  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;
+  const int rows = min(kBlockM, seq.len - mb * kBlockM);
+  const int chunks = a.d / 8;
+  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = (i - r * chunks) * 8;
+    const float4* src = reinterpret_cast<const float4*>(a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c));
+    const float4 x = src[0], y = src[1];
+    uint4 out;
+    out.x = arch::pack_f32x2<kBf16>(x.x * a.scale, x.y * a.scale);
+    out.y = arch::pack_f32x2<kBf16>(x.z * a.scale, x.w * a.scale);
+    out.z = arch::pack_f32x2<kBf16>(y.x * a.scale, y.y * a.scale);
+    out.w = arch::pack_f32x2<kBf16>(y.z * a.scale, y.w * a.scale);
+    const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
+    *reinterpret_cast<uint4*>(static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c) = out;
   }
 }
 
