@@ -57,8 +57,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   constexpr bool kCausal = Cfg::kMaskKind == MaskKind::kCausal;
   // As kernel.h: deterministic causal walks the key blocks descending.
   const bool descending = kCausal && in.dq_turn != nullptr;
-  const int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int hk = blockIdx.y, seq = blockIdx.z;
+  int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  int hk = blockIdx.y, seq = blockIdx.z;
+  int num_seqs = gridDim.z;
+  if constexpr (Cfg::kGroupedOrder) {
+    if (in.grouped) {  // one-dimensional grid, longest key blocks of each group first (kernel.h)
+      int rank_from_end;
+      in.order.decode(blockIdx.x, rank_from_end, hk, seq);
+      n_block = in.order.num_m_blocks - 1 - rank_from_end;
+      num_seqs = in.order.pairs / in.order.hq;
+    }
+  }
   const VarlenRows qs = varlen_rows(in.cu_q, seq, in.sq, in.total_q);
   const VarlenRows ks = varlen_rows(in.cu_k, seq, in.sk, in.total_k);
   if (n_block * Cfg::kBlockN >= ks.len) return;  // no key of the sequence: nothing to write
@@ -73,7 +82,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // dQ writer thread has 24 registers, and sm90_supports bounds hq * num_m_blocks and num_seqs *
   // hq * turn_m_blocks by 2^31).
   const int first_block = static_cast<int>(
-      VarlenLayout<Cfg::kBlockM>{in.cu_q, static_cast<int>(gridDim.z), in.sq, in.total_q}.first_block(seq));
+      VarlenLayout<Cfg::kBlockM>{in.cu_q, num_seqs, in.sq, in.total_q}.first_block(seq));
 
   __shared__ BwdBarriers<Cfg> bars;
   extern __shared__ uint8_t smem_raw[];
@@ -89,6 +98,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   if constexpr (Cfg::kLocal) unmasked = rule.unmasked_m_block_range(n_block, Cfg::kBlockM, Cfg::kBlockN);
   else first_unmasked = rule.first_unmasked_m_block(n_block, Cfg::kBlockM, Cfg::kBlockN);
   const int warpgroup = threadIdx.x / 128;
+  // Non-causal (not deterministic), as kernel.h: each key block of the sequence starts its walk
+  // over the query blocks at its own place (wrapping around), so they do not all add into the
+  // same query block's dQ at once.
+  constexpr bool kWrapM = Cfg::kMaskKind == MaskKind::kNone;
+  int m_first = mr.lo;
+  if constexpr (kWrapM) {
+    if (in.dq_turn == nullptr && !mr.empty()) {
+      const int seq_n_blocks = (ks.len + Cfg::kBlockN - 1) / Cfg::kBlockN;
+      m_first = mr.lo + static_cast<int>(static_cast<long long>(n_block) * (mr.hi - mr.lo) / seq_n_blocks);
+    }
+  }
 
   bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
 
@@ -102,7 +122,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         const int chunk0 = h * args.num_m_blocks + first_block;
         const int turn0 = (seq * args.hq + h) * args.turn_m_blocks;
 #pragma unroll 1
-        for (int m = mr.lo; m < mr.hi; ++m) {
+        for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
           int turn = n_block;  // kernel.h's order, with the sequence's lengths
           if constexpr (Cfg::kLocal) turn = bwd_local_turn<Cfg>(args, m, n_block);
           if (descending) {
@@ -129,7 +149,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
       const int64_t row_stats = (static_cast<int64_t>(h) * args.num_m_blocks + first_block) * Cfg::kBlockM;
 #pragma unroll 1
-      for (int m = mr.lo; m < mr.hi; ++m) {
+      for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
         bwd_load_q_block<Cfg>(bars, smem, st, &tmQ, &tmDo, BwdVarlenPlace<Cfg>{qs, ks}, args, h, m, row_stats);
         st.advance();
       }
@@ -159,7 +179,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     for (int h = hk * args.h_ratio; h < (hk + 1) * args.h_ratio; ++h) {
       const float alibi_coef = bwd_alibi_coef<Cfg>(args, seq, h);  // the sequence's slopes
 #pragma unroll 1
-      for (int m = mr.lo; m < mr.hi; ++m) {
+      for (int i = mr.lo, m = m_first; i < mr.hi; ++i, m = kWrapM ? (m + 1 == mr.hi ? mr.lo : m + 1) : i) {
         const bool need_mask = Cfg::kLocal ? (m < unmasked.lo || m >= unmasked.hi) : m < first_unmasked;
         const int q_rows = args.sq - m * Cfg::kBlockM;
         if (q_rows < Cfg::kBlockM) {

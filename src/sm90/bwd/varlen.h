@@ -27,8 +27,18 @@ struct Sm90BwdVarlenArgs : Sm90BwdArgs {
 // The varlen feature kernels' (kVarlen and kLocal): the window as the call's max lengths bound it
 // (an unbounded side stays unbounded for every sequence), softcap, ALiBi by sequence.
 using Sm90BwdVarlenFeatureArgs = WithBwdFeatures<Sm90BwdVarlenArgs>;
+// The causal varlen kernels' (BwdConfig::kGroupedOrder): as the dense Sm90BwdCausalArgs, a
+// one-dimensional grid in `order` (grouped = 1) over (key block, kv head, sequence), key block 0
+// of an L2-sized group of (sequence, kv head) pairs first. Key blocks past a short sequence's
+// keys exit at once wherever they fall.
+struct Sm90BwdVarlenCausalArgs : Sm90BwdVarlenArgs {
+  TileOrder order;
+  int grouped = 0;
+};
 template <class Cfg>
-using BwdVarlenArgsOf = std::conditional_t<Cfg::kLocal, Sm90BwdVarlenFeatureArgs, Sm90BwdVarlenArgs>;
+using BwdVarlenArgsOf =
+    std::conditional_t<Cfg::kLocal, Sm90BwdVarlenFeatureArgs,
+                       std::conditional_t<Cfg::kGroupedOrder, Sm90BwdVarlenCausalArgs, Sm90BwdVarlenArgs>>;
 
 using detail::varlen_rows;
 using detail::VarlenLayout;
