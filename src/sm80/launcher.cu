@@ -56,10 +56,11 @@ const KernelEntry* find_varlen_kernel(int hd, ElemType dt, bool causal) {
   return nullptr;
 }
 
-// The library's feature kernel (window, softcap, ALiBi) of kernel head dim hd for dt.
-const KernelEntry* find_feature_kernel(int hd, ElemType dt) {
+// The library's feature kernel (window, softcap, ALiBi) of kernel head dim hd for dt; varlen:
+// its varlen twin (packed batches).
+const KernelEntry* find_feature_kernel(int hd, ElemType dt, bool varlen) {
   const Sm80FwdOptions o = sm80::feature_options(hd);
-  for (const KernelEntry& e : sm80::library_feature_kernels()) {
+  for (const KernelEntry& e : varlen ? sm80::library_varlen_feature_kernels() : sm80::library_feature_kernels()) {
     if (e.dtype == dt && e.options == o) return &e;
   }
   return nullptr;
@@ -74,8 +75,8 @@ const KernelEntry* find_feature_kernel(int hd, ElemType dt) {
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm) {
   const int hd = sm80::kernel_head_dim(p.d, p.d_v);
   if (hd == 0) return nullptr;
+  if (p.has_features()) return find_feature_kernel(hd, p.dtype, p.varlen());
   if (p.varlen()) return find_varlen_kernel(hd, p.dtype, p.causal);
-  if (p.has_features()) return find_feature_kernel(hd, p.dtype);
   const bool padded = sm80::needs_padding(p.d, p.d_v);
   const TunedRow* r = sm80::select_tuned_row(
       kTunedRows, sm, p.dtype, hd, p.causal, p.sq, p.sk,
@@ -92,11 +93,9 @@ bool sm80_built() { return true; }
 // instantiated head dim covering both (padded where one differs from it); only a pair above the
 // largest kernel would be refused. Varlen (packed) calls run on the kernel head dim's varlen
 // kernel, under the same head-dim, dtype and grid limits (batch: the number of sequences).
-// Windows, softcap and ALiBi run on the head dim's feature kernel, dense batches only.
+// Windows, softcap and ALiBi run on the head dim's feature kernel, varlen calls with them on its
+// varlen twin.
 Status sm80_supports(const FwdParams& p) {
-  if (p.varlen() && p.has_features()) {
-    return {StatusCode::kNotSupported, "backend sm80: window_size / softcap / ALiBi with varlen not implemented yet"};
-  }
   if (p.varlen() && p.cu_k == nullptr) {
     return {StatusCode::kNotSupported, "backend sm80: a varlen call needs both cu_seqlens_q and cu_seqlens_k"};
   }

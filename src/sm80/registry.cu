@@ -26,6 +26,10 @@ std::span<const KernelEntry> kernels_d64_feature();
 std::span<const KernelEntry> kernels_d128_feature();
 std::span<const KernelEntry> kernels_d192_feature();
 std::span<const KernelEntry> kernels_d256_feature();
+std::span<const KernelEntry> kernels_d64_varlen_feature();
+std::span<const KernelEntry> kernels_d128_varlen_feature();
+std::span<const KernelEntry> kernels_d192_varlen_feature();
+std::span<const KernelEntry> kernels_d256_varlen_feature();
 
 std::span<const KernelEntry> library_kernels() {
   static const std::vector<KernelEntry> all = [] {
@@ -52,6 +56,17 @@ std::span<const KernelEntry> library_feature_kernels() {
   static const std::vector<KernelEntry> all = [] {
     std::vector<KernelEntry> v;
     for (auto s : {kernels_d64_feature(), kernels_d128_feature(), kernels_d192_feature(), kernels_d256_feature()})
+      v.insert(v.end(), s.begin(), s.end());
+    return v;
+  }();
+  return all;
+}
+
+std::span<const KernelEntry> library_varlen_feature_kernels() {
+  static const std::vector<KernelEntry> all = [] {
+    std::vector<KernelEntry> v;
+    for (auto s : {kernels_d64_varlen_feature(), kernels_d128_varlen_feature(), kernels_d192_varlen_feature(),
+                   kernels_d256_varlen_feature()})
       v.insert(v.end(), s.begin(), s.end());
     return v;
   }();

@@ -35,7 +35,8 @@ struct KernelEntry {
   // (FwdParams::varlen()) and nothing else; listed by varlen_kernels(), not library_kernels().
   bool varlen = false;
   // The Sm80FwdFeature kernels (fwd/config.h): the kLocal mask with run-time softcap and ALiBi,
-  // for calls that set any of them (AttnParams::has_features); listed by library_feature_kernels().
+  // for calls that set any of them (AttnParams::has_features); listed by library_feature_kernels(),
+  // those that are varlen too by library_varlen_feature_kernels().
   bool feature = false;
 
   LaunchFn launch_for(MaskKind kind) const { return launch[static_cast<int>(kind)]; }
@@ -60,6 +61,11 @@ std::span<const KernelEntry> library_varlen_kernels();
 // (sm80/tuned_table.h feature_kernels).
 std::span<const KernelEntry> library_feature_kernels();
 
+// Kernels built into the library for varlen calls with a window, softcap or ALiBi: one padded
+// kernel per kernel head dim and dtype, kLocal, in the feature configuration
+// (sm80/tuned_table.h varlen_feature_kernels).
+std::span<const KernelEntry> library_varlen_feature_kernels();
+
 // Launches entry `e`'s kernel of p's mask kind for `p` (checks that it is instantiated, that it
 // serves p's head dims, its layout (dense or varlen) and its features (a feature kernel serves
 // exactly the calls with a window, softcap or ALiBi), and the shared-memory opt-in limit of the
@@ -74,6 +80,7 @@ namespace flashattn::detail {
 // sequence-length bucket (max(Sq, Sk); sm80/tuned_select.h), else that head dim's default; the
 // padded twin when d or d_v is below the kernel head dim. Null if none is instantiated.
 // Varlen calls (p.varlen()) take the kernel head dim's varlen kernel (no tuned rows), calls with
-// a window, softcap or ALiBi its feature kernel (no tuned rows either).
+// a window, softcap or ALiBi its feature kernel (no tuned rows either), varlen calls with them its
+// varlen feature kernel.
 const sm80::KernelEntry* sm80_select(const FwdParams& p, int sm);
 }  // namespace flashattn::detail

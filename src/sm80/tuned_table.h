@@ -168,4 +168,17 @@ constexpr auto feature_kernels() {
   return out;
 }
 
+// The varlen feature kernels of head dim D (fwd/instantiations/fwd_d*_varlen_feature.cu): packed
+// batches with a window, softcap or ALiBi. The feature configuration (its register margin holds
+// for the window's walk; the varlen wrapper adds only the sequence's offsets and 16 bytes of
+// shared memory), padded, kLocal only, fp16 then bf16: one configuration, like both families it
+// combines.
+template <int D>
+constexpr auto varlen_feature_kernels() {
+  std::array<KernelKey, 2> out{};
+  out[0] = {feature_options(D), detail::ElemType::kFloat16, false, false, true, true, true};
+  out[1] = {feature_options(D), detail::ElemType::kBFloat16, false, false, true, true, true};
+  return out;
+}
+
 }  // namespace flashattn::sm80

@@ -30,6 +30,7 @@
 #include "reference/cpu_reference.h"
 #include "reference/cpu_reference_inference.h"
 #include "sm80/registry.h"
+#include "sm80/tuned_table.h"
 #include "sm80/varlen.h"
 
 namespace flashattn::testing {
@@ -254,6 +255,55 @@ TEST(Sm80VarlenDispatch, EveryHeadDimHasAVarlenKernel) {
           p.cu_q = p.cu_k = cu;
         }
       }
+}
+
+// Varlen calls with a window, softcap or ALiBi (no GPU needed): sm80_supports accepts them and
+// they take the kernel head dim's varlen feature kernel (kLocal, padded), never the plain varlen
+// or the dense feature one; the same call without cu_seqlens takes a dense feature kernel.
+// (On a GPU, test_varlen.cpp's Sm80Features suite runs them against the reference.)
+TEST(Sm80VarlenDispatch, FeatureCallsTakeTheVarlenFeatureKernel) {
+  if (!detail::sm80_built()) GTEST_SKIP() << "sm80 family not built";
+  static const int cu[2] = {0, 1};  // never dereferenced here
+  static const float slopes[1] = {0.5f};
+  struct Mods {
+    int left, right;
+    float softcap;
+    bool alibi;
+  };
+  for (const Mods m : {Mods{0, 0, 0.f, false}, Mods{127, 0, 30.f, false}, Mods{-1, -1, 0.f, true},
+                       Mods{1000, 3, 50.f, true}})
+    for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}, {8, 8}})
+      for (auto dt : {detail::ElemType::kFloat16, detail::ElemType::kBFloat16})
+        for (bool causal : {false, true}) {
+          detail::FwdParams p;
+          p.d = d;
+          p.d_v = dv;
+          p.b = p.hq = p.hkv = p.sq = p.sk = 1;
+          p.dtype = dt;
+          p.causal = causal;
+          p.window_left = m.left;
+          p.window_right = m.right;
+          p.softcap = m.softcap;
+          p.alibi_slopes = m.alibi ? slopes : nullptr;
+          p.cu_q = cu;
+          p.cu_k = cu;
+          p.total_q = p.total_k = 1;
+          ASSERT_TRUE(p.has_features());
+          EXPECT_TRUE(detail::sm80_supports(p).ok()) << detail::sm80_supports(p).message();
+          for (int sm : {80, 86, 90}) {
+            const sm80::KernelEntry* e = detail::sm80_select(p, sm);
+            ASSERT_NE(e, nullptr) << "d" << d << " d_v" << dv;
+            EXPECT_TRUE(e->varlen && e->feature && e->padded) << e->name();
+            EXPECT_EQ(e->options.head_dim, sm80::kernel_head_dim(d, dv)) << e->name();
+            EXPECT_NE(e->launch_for(MaskKind::kLocal), nullptr) << e->name();
+            EXPECT_EQ(e->launch_for(MaskKind::kNone), nullptr) << e->name();
+            p.cu_q = p.cu_k = nullptr;  // the same call dense: the dense feature kernel
+            const sm80::KernelEntry* dense = detail::sm80_select(p, sm);
+            ASSERT_NE(dense, nullptr);
+            EXPECT_TRUE(dense->feature && !dense->varlen) << dense->name();
+            p.cu_q = p.cu_k = cu;
+          }
+        }
 }
 
 // The clamp rule of a sequence's rows (sm80/varlen.h), no GPU needed: good offsets pass through;

@@ -143,11 +143,14 @@ struct Sm80FwdVarlen : Cfg {
 // (Sm80FwdFeatureArgs, fwd/kernel_args.h). A type of its own like the two wrappers above, so the
 // kNone / kCausal kernels keep their code: every feature branch is `if constexpr (Cfg::kFeature)`.
 // The library wraps padded configurations only (one kernel per head dim and dtype serves every
-// d, d_v); dense batches only (varlen calls with these features are refused).
+// d, d_v). Over a varlen configuration (Sm80FwdFeature<Sm80FwdVarlen<...>>) it serves packed
+// batches with these features: the window and ALiBi's distances take each sequence's own lengths
+// (bottom-right per sequence), its parameter block is Sm80FwdVarlenFeatureArgs
+// (fwd/kernel_args.h), and its branches are `if constexpr (Cfg::kVarlen && Cfg::kFeature)` or
+// nested under both, so the varlen and the dense feature kernels keep their code.
 template <class Cfg>
 struct Sm80FwdFeature : Cfg {
   static_assert(!Cfg::kFeature, "already a feature kernel");
-  static_assert(!Cfg::kVarlen, "feature kernels serve dense batches only");
   static constexpr bool kFeature = true;
 };
 

@@ -2,7 +2,8 @@
 // batch); warps split the rows; K/V tiles stream through shared memory with cp.async, walked
 // from the last key block to the first so the masked blocks come first. With a padded Cfg
 // (Sm80FwdPadded, fwd/config.h) it serves head dims d, d_v below Cfg::kHeadDim; with a varlen
-// one (Sm80FwdVarlen) packed variable-length batches, batch = sequence.
+// one (Sm80FwdVarlen) packed variable-length batches, batch = sequence; with a feature one
+// (Sm80FwdFeature) windows, softcap and ALiBi, over a varlen one per sequence.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -46,9 +47,13 @@ __device__ __forceinline__ VarlenSeq varlen_sequence(const Sm80FwdVarlenArgs& p,
 
 // Kind: the mask, compile-time (a non-causal kernel carries no causal code). Cfg::kVarlen: a
 // packed batch (Sm80FwdVarlen, fwd/config.h), one sequence per blockIdx.z. Cfg::kFeature: a
-// window, softcap and ALiBi (Sm80FwdFeature), always with the kLocal mask.
-template <class Cfg, class Elem, MaskKind Kind>
-__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgsOf<Cfg> p) {
+// window, softcap and ALiBi (Sm80FwdFeature), always with the kLocal mask; both: the window
+// bottom-right in each sequence's own lengths, ALiBi's slopes and distances the sequence's.
+// One CTA's work, p the kernel's parameter block (Sm80FwdParamsOf<Cfg>): the body of both
+// kernels below.
+template <class Cfg, class Elem, MaskKind Kind, class Args>
+__device__ __forceinline__ void sm80_fwd_block(const Args& p) {
+  static_assert(std::is_same_v<Args, Sm80FwdParamsOf<Cfg>>, "the configuration's parameter block");
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kLocal = Kind == MaskKind::kLocal;
   static_assert(kLocal == Cfg::kFeature, "the window lives in the feature kernels' parameters");
@@ -117,7 +122,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   // parameters); varlen, the sequence's lengths reloaded from shared memory at each use (the
   // cp.async and barrier asm between uses clobber memory, so nothing holds them in registers).
   auto lengths = [&]() -> Mask<Kind> {
-    if constexpr (Cfg::kVarlen) {
+    if constexpr (Cfg::kVarlen && kLocal) {
+      // The call's window (its sides bounded by the max lengths: still exact for this sequence,
+      // fwd/kernel_args.h set_feature_fields) over the sequence's lengths.
+      const int2 l = *reinterpret_cast<const int2*>(smem + Cfg::kSmemLengths);
+      Mask<Kind> m{l.x, l.y};
+      m.left = p.window_left;
+      m.right = p.window_right;
+      return m;
+    } else if constexpr (Cfg::kVarlen) {
       const int2 l = *reinterpret_cast<const int2*>(smem + Cfg::kSmemLengths);
       return {l.x, l.y};
     } else {
@@ -263,6 +276,16 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   if constexpr (Cfg::kFeature) {
     if (p.alibi != nullptr) alibi_coef = -p.alibi[batch * p.alibi_bstride + head] * detail::kLog2e / p.scale_log2;
   }
+  // ALiBi's diagonal offset sk - sq: the call's (dense), the sequence's (varlen, its lengths read
+  // from shared memory like the mask's).
+  [[maybe_unused]] auto diag_offset = [&]() -> int {
+    if constexpr (Cfg::kVarlen) {
+      const Mask<Kind> l = lengths();
+      return l.sk - l.sq;
+    } else {
+      return p.sk - p.sq;
+    }
+  };
   // Softcap and ALiBi on the scores of key block n, before the mask (both warp-uniform switches).
   [[maybe_unused]] auto modify_scores = [&](float(&rS)[kMT][kNS][4], int n) {
     if constexpr (Cfg::kFeature) {
@@ -279,7 +302,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
         // block (this lane's first element), then per score an FADD of a constant and an FFMA on
         // its absolute value (exact while distances stay below 2^24).
         const float diag0 =
-            static_cast<float>(m0 + warp_row0 + (lane >> 2) + (p.sk - p.sq) - (n * kBN + 2 * (lane & 3)));
+            static_cast<float>(m0 + warp_row0 + (lane >> 2) + diag_offset() - (n * kBN + 2 * (lane & 3)));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -361,6 +384,21 @@ __global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_co
   if constexpr (Cfg::kVarlen) varlen_out();
   // (varlen: the block's row count recomputed from shared memory, not held through the loop)
   epi.write(rO, inv, lse, gO, p.o_ss, gLse, Cfg::kVarlen ? min(kBM, lengths().sq - m0) : rows_valid, p.d_v);
+}
+
+// Every configuration but the varlen feature ones (Sm80FwdArgsOf<Cfg> keeps these kernels' names).
+template <class Cfg, class Elem, MaskKind Kind>
+__global__ void __launch_bounds__(Cfg::kThreads) sm80_fwd_kernel(const __grid_constant__ Sm80FwdArgsOf<Cfg> p) {
+  sm80_fwd_block<Cfg, Elem, Kind>(p);
+}
+
+// The varlen feature configurations (Sm80FwdFeature over Sm80FwdVarlen): a kernel of its own
+// for the parameter block with both the offsets and the window (see Sm80FwdArgsOf).
+template <class Cfg, class Elem, MaskKind Kind>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    sm80_fwd_varlen_feature_kernel(const __grid_constant__ Sm80FwdVarlenFeatureArgs p) {
+  static_assert(Cfg::kVarlen && Cfg::kFeature, "sm80_fwd_kernel serves the other configurations");
+  sm80_fwd_block<Cfg, Elem, Kind>(p);
 }
 
 }  // namespace flashattn::sm80

@@ -58,6 +58,24 @@ struct Sm80FwdVarlenArgs : Sm80FwdArgs {
   }
 };
 
+namespace args_detail {
+// The window and score-modifier fields of a feature parameter block (both forms below) from p.
+// The window is built from p.sq / p.sk, which for varlen calls are the max lengths: a side
+// clamped to (or left unbounded as) a max length hides nothing in any sequence either, since a
+// sequence's lengths are at most the max ones (left >= sk_b or right >= sq_b sees every key on
+// that side), so the one window serves every sequence with its own lengths exactly.
+template <class A>
+void set_feature_fields(A& a, const detail::FwdParams& p) {
+  const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+  a.window_left = w.left;
+  a.window_right = w.right;
+  a.softcap_scale = p.softcap_scale();
+  a.scale_log2 = p.exp2_scale();
+  a.alibi = p.alibi_slopes;
+  a.alibi_bstride = p.alibi_batch_stride;
+}
+}  // namespace args_detail
+
 // Parameter block of the feature kernels (Sm80FwdFeature): the dense one plus the window and
 // the score modifiers. scale_log2 (inherited) is what the softmax's exp2 multiplies a score by:
 // FwdParams::exp2_scale(), softcap * log2(e) under softcap (the scores are then tanh values).
@@ -70,20 +88,42 @@ struct Sm80FwdFeatureArgs : Sm80FwdArgs {
   static Sm80FwdFeatureArgs from(const detail::FwdParams& p) {
     Sm80FwdFeatureArgs a{};
     static_cast<Sm80FwdArgs&>(a) = Sm80FwdArgs::from(p);
-    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
-    a.window_left = w.left;
-    a.window_right = w.right;
-    a.softcap_scale = p.softcap_scale();
-    a.scale_log2 = p.exp2_scale();
-    a.alibi = p.alibi_slopes;
-    a.alibi_bstride = p.alibi_batch_stride;
+    args_detail::set_feature_fields(a, p);
     return a;
   }
 };
 
-// The parameter block of a kernel configuration.
+// A parameter block plus the feature fields of Sm80FwdFeatureArgs, in the same order and with
+// the same meaning. Base = Sm80FwdVarlenArgs: the varlen feature kernels (Sm80FwdFeature over
+// Sm80FwdVarlen), window sides bounded by the max lengths (see set_feature_fields) and ALiBi's
+// batch index the sequence's. (Sm80FwdFeatureArgs stays a struct of its own: the dense feature
+// kernels' parameter type, and so their names, are unchanged.)
+template <class Base>
+struct WithFeatures : Base {
+  int window_left, window_right;
+  float softcap_scale;
+  const float* alibi;
+  int64_t alibi_bstride;
+
+  static WithFeatures from(const detail::FwdParams& p) {
+    WithFeatures a{};
+    static_cast<Base&>(a) = Base::from(p);
+    args_detail::set_feature_fields(a, p);
+    return a;
+  }
+};
+using Sm80FwdVarlenFeatureArgs = WithFeatures<Sm80FwdVarlenArgs>;
+
+// The parameter block of sm80_fwd_kernel's configurations (fwd/kernel.h): every one but the
+// varlen feature ones. Its text is part of those kernels' mangled names (the alias expands into
+// them), so it stays as it was; Sm80FwdParamsOf below names every configuration's block.
 template <class Cfg>
 using Sm80FwdArgsOf = std::conditional_t<Cfg::kVarlen, Sm80FwdVarlenArgs,
                                          std::conditional_t<Cfg::kFeature, Sm80FwdFeatureArgs, Sm80FwdArgs>>;
+
+// The parameter block of a kernel configuration: the varlen feature kernels
+// (sm80_fwd_varlen_feature_kernel) take Sm80FwdVarlenFeatureArgs, the others Sm80FwdArgsOf.
+template <class Cfg>
+using Sm80FwdParamsOf = std::conditional_t<Cfg::kVarlen && Cfg::kFeature, Sm80FwdVarlenFeatureArgs, Sm80FwdArgsOf<Cfg>>;
 
 }  // namespace flashattn::sm80

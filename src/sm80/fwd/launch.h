@@ -21,7 +21,13 @@ namespace flashattn::sm80 {
 
 template <class Cfg, class Elem, MaskKind Kind>
 Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
-  auto* kernel = &sm80_fwd_kernel<Cfg, Elem, Kind>;
+  auto* kernel = [] {
+    if constexpr (Cfg::kVarlen && Cfg::kFeature) {
+      return &sm80_fwd_varlen_feature_kernel<Cfg, Elem, Kind>;
+    } else {
+      return &sm80_fwd_kernel<Cfg, Elem, Kind>;
+    }
+  }();
   // Raising the opt-in limit is cheap and per device; do it every call so multi-GPU works.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (e != cudaSuccess) {
@@ -34,7 +40,7 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kVarlen) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return Status::Ok();  // no query row at all
   }
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(Sm80FwdArgsOf<Cfg>::from(p));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(Sm80FwdParamsOf<Cfg>::from(p));
   e = cudaGetLastError();
   if (e != cudaSuccess) {
     return {StatusCode::kCudaError, std::string("backend sm80: kernel launch: ") + cudaGetErrorString(e)};
@@ -44,7 +50,8 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
 
 // The entry of K's configuration and dtype, with a kernel for each mask kind K lists (only
 // those are instantiated); K.padded: the Sm80FwdPadded kernels; K.varlen: their Sm80FwdVarlen
-// wrappers (packed batches); K.feature: their Sm80FwdFeature wrappers (kLocal only).
+// wrappers (packed batches); K.feature: their Sm80FwdFeature wrappers (kLocal only; over the
+// varlen ones when K.varlen too).
 template <KernelKey K>
 constexpr KernelEntry make_entry() {
   using Dense = std::conditional_t<K.padded, Sm80FwdPadded<Sm80FwdConfig<K.options>>, Sm80FwdConfig<K.options>>;
