@@ -8,7 +8,9 @@
 //    a row outside the sequences reach a result (even as P = 0 times V) fails;
 //  - the rows of out past the last sequence must keep their poison (nothing written there).
 // Features/Varlen runs the same test with a sliding window, softcap and ALiBi ((Hq,) and
-// (num_seqs, Hq) slopes): the sm90 feature kernel's varlen twin, sm80 or auto.
+// (num_seqs, Hq) slopes): the sm90 feature kernel's varlen twin, or auto. Sm80Features/Varlen
+// runs it with the sm80 backend forced (its varlen feature kernels, src/sm80/fwd/config.h), at
+// every kernel head dim and an odd one, on the mixed and the skewed lengths.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -118,6 +120,44 @@ std::vector<VarlenCase> feature_cases() {
   return cs;
 }
 
+// The sm80 family's varlen feature kernels (forced, so they also run on Hopper): every window
+// shape of the grid above and a few more with causal and without, softcap 30 and 50, both ALiBi
+// slope shapes, GQA and MHA, both dtypes, on the mixed lengths (0- and 1-long sequences, Sq != Sk
+// both ways) and the skewed batch (one 1500 x 1700 sequence among 24 short ones, some empty).
+std::vector<VarlenCase> sm80_feature_cases() {
+  const std::vector<int> lq{0, 1, 700, 257, 64, 5, 130, 0}, lk{3, 0, 700, 300, 64, 1, 129, 0};
+  std::vector<int> skew_q{1500}, skew_k{1700};
+  for (int i = 1; i <= 24; ++i) {
+    skew_q.push_back(i % 5 == 0 ? 0 : i * 7 % 61);
+    skew_k.push_back(i * 13 % 97);
+  }
+  struct Feature {
+    int left, right;
+    float softcap;
+    int alibi;
+  };
+  const Feature fs[] = {{0, 0, 0.f, 0},     {1, 0, 0.f, 2},    {127, 0, 30.f, 0}, {256, 256, 0.f, 1},
+                        {1000, 3, 50.f, 2}, {-1, -1, 30.f, 0}, {-1, -1, 0.f, 1},  {-1, -1, 50.f, 2},
+                        {127, 0, 0.f, 1},   {1000, 3, 0.f, 0}};
+  std::vector<VarlenCase> cs;
+  int i = 0;
+  for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}}) {
+    for (const Feature& f : fs) {
+      const bool causal = i % 2 == 1, gqa = i % 3 != 0, skewed = (i / 3) % 2 == 1;
+      const DType dt = (i / 2) % 2 ? DType::kBFloat16 : DType::kFloat16;
+      ++i;
+      VarlenCase c{skewed ? "skewed" : "mixed", skewed ? skew_q : lq, skewed ? skew_k : lk, gqa ? 8 : 3,
+                   gqa ? 2 : 3, d, dv, causal, dt, Backend::kSm80};
+      c.window_left = f.left;
+      c.window_right = f.right;
+      c.softcap = f.softcap;
+      c.alibi = f.alibi;
+      cs.push_back(c);
+    }
+  }
+  return cs;
+}
+
 std::vector<int> offsets(const std::vector<int>& len) {
   std::vector<int> cu(len.size() + 1, 0);
   std::partial_sum(len.begin(), len.end(), cu.begin() + 1);
@@ -207,6 +247,8 @@ TEST_P(Varlen, MatchesReferenceAndTouchesOnlyItsRows) {
 INSTANTIATE_TEST_SUITE_P(Grid, Varlen, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Features, Varlen, ::testing::ValuesIn(feature_cases()),
+                         [](const auto& info) { return name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Sm80Features, Varlen, ::testing::ValuesIn(sm80_feature_cases()),
                          [](const auto& info) { return name(info.param); });
 
 // The GPU reference's varlen form (the yardstick above) against the CPU fp64 reference of
