@@ -85,10 +85,12 @@ def reference_out(q, k, v, cu_q, cu_k, causal, window, softcap, slopes, dtype):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("feat", FEATURES, ids=IDS)
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("backend", ["auto", "sm90"])
+@pytest.mark.parametrize("backend", ["auto", "sm90", "sm80"])
 def test_forward_matches_per_sequence_reference(backend, d, feat, causal):
     if backend == "sm90" and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm90 backend needs compute capability 9.0")
+    if backend == "sm80" and torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the sm80 backend needs compute capability 8.0")
     window, softcap, alibi = feat
     q, k, v, cu_q, cu_k = packed(8, 2, d, torch.bfloat16, gain=2.0 if softcap else 1.0)
     slopes = slopes_for(alibi, 8)
