@@ -4,7 +4,8 @@ its own lengths, so causal and the window are bottom-right per sequence and (bat
 slopes take the sequence's row), by the correctness rule of docs/ARCHITECTURE.md applied to the
 whole packed output. Zero-length and length-1 sequences, Sq != Sk per sequence, GQA. The
 forward also runs with the sm90 backend forced where the device has it (the feature kernel's
-varlen twin). Skipped without torch or a CUDA device (the gradients also need the backward).
+varlen twin), the gradients with the sm80 backend forced as well (its varlen kernels, both
+directions). Skipped without torch or a CUDA device (the gradients also need the backward).
 """
 import pytest
 
@@ -112,7 +113,8 @@ def test_forward_matches_per_sequence_reference(backend, d, feat, causal):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("feat", FEATURES[::2] + FEATURES[3:4], ids=IDS[::2] + IDS[3:4])
 @pytest.mark.parametrize("d", [64, 128, 256])
-def test_gradients_match_per_sequence_reference(d, feat, causal):
+@pytest.mark.parametrize("backend", ["auto", "sm80"])
+def test_gradients_match_per_sequence_reference(backend, d, feat, causal):
     if d == 256 and causal:
         pytest.skip("one mask kind at D=256 keeps the fp64 references' time down")
     window, softcap, alibi = feat
@@ -125,7 +127,8 @@ def test_gradients_match_per_sequence_reference(d, feat, causal):
     slopes = slopes_for(alibi, 4)
     dout = torch.randn(q.size(0), 4, d, device="cuda").to(q.dtype)
     out = flashattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(LQ), max(LK), causal=causal,
-                                           window_size=window, softcap=softcap, alibi_slopes=slopes)
+                                           window_size=window, softcap=softcap, alibi_slopes=slopes,
+                                           backend=backend)
     dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
     ours = {"dq": dq, "dk": dk, "dv": dv}
     refs = {n: torch.zeros_like(t, dtype=torch.float64) for n, t in ours.items()}
