@@ -76,8 +76,10 @@ Status choose_backend(const FwdParams& p, Backend requested, int major, int mino
 Status check_launch(const char* what);
 
 // The backward launchers' common start: ws's scratch allocated on `stream` into `scratch`,
-// carved, and its dQ accumulator and turn counters zeroed; `who` ("backend sm90 backward", ...)
-// names the caller in the error.
-Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who);
+// carved, and its turn counters and (zero_dq) dQ accumulator zeroed; `who` ("backend sm90
+// backward", ...) names the caller in the error. zero_dq false: the caller's preprocess zeroes
+// the accumulator rows the main kernel adds into (the varlen ones: only blocks of a sequence).
+Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who,
+                           bool zero_dq = true);
 
 }  // namespace flashattn::detail

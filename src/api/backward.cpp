@@ -70,12 +70,15 @@ Status zero_outside_rows(const BackwardArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who) {
+Status acquire_bwd_scratch(BwdScratch& ws, StreamScratch& scratch, cudaStream_t stream, const std::string& who,
+                           bool zero_dq) {
   if (!scratch.allocate(ws.bytes(), stream))
     return {StatusCode::kCudaError, who + ": cannot allocate " + std::to_string(ws.bytes()) + " bytes of scratch"};
   ws.carve(scratch.get());
-  if (cudaMemsetAsync(ws.dq_accum, 0, ws.zero_bytes(), stream) != cudaSuccess)
-    return check_launch((who + ": memset").c_str());
+  // The turn counters follow the accumulator: one memset covers both.
+  void* first = zero_dq ? static_cast<void*>(ws.dq_accum) : static_cast<void*>(ws.turns);
+  const size_t bytes = zero_dq ? ws.zero_bytes() : ws.turn_bytes;
+  if (bytes > 0 && cudaMemsetAsync(first, 0, bytes, stream) != cudaSuccess) return check_launch((who + ": memset").c_str());
   return Status::Ok();
 }
 

@@ -89,6 +89,7 @@ struct Sm80BwdVarlenPrepostArgs {
   float* lse_log2 = nullptr;
   float* dsum = nullptr;
   const float* dq_accum = nullptr;
+  float* dq_zero = nullptr;  // preprocess: the same accumulator, zeroed block by block
   const int* cu_q = nullptr;
   int num_seqs = 0, max_q = 0, total_q = 0, hq = 0, d = 0, d_v = 0;
   int64_t num_blocks = 0;  // padded blocks per head

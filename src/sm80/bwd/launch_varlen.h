@@ -19,7 +19,9 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   const size_t rows = chunks * Cfg::kBlockM;
   detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * turn_m : 0);
   detail::StreamScratch scratch;
-  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward (varlen)"); !st.ok())
+  // The preprocess zeroes the accumulator's blocks of a sequence: no memset of the padded whole.
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward (varlen)", /*zero_dq=*/false);
+      !st.ok())
     return st;
 
   Sm80BwdVarlenPrepostArgs pp;
@@ -30,6 +32,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   pp.lse_log2 = ws.lse_log2;
   pp.dsum = ws.dsum;
   pp.dq_accum = ws.dq_accum;
+  pp.dq_zero = ws.dq_accum;
   pp.cu_q = p.cu_q;
   pp.num_seqs = p.b;
   pp.max_q = p.sq;
@@ -39,7 +42,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   pp.d_v = p.d_v;
   pp.num_blocks = num_blocks;
   pp.scale = p.scale;
-  sm80_bwd_preprocess_varlen<Cfg::kBlockM, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
+  sm80_bwd_preprocess_varlen<Cfg::kBlockM, Cfg::kHeadDim, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
   Status s = detail::check_launch("backend sm80 backward (varlen): preprocess");
   if (!s.ok()) return s;
 

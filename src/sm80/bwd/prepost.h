@@ -95,8 +95,9 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
 // found once by bisection; a block of no sequence is all padding.
 
 // Preprocess: each warp one row at a time, as the dense one; padding rows get dsum 0 and
-// lse_log2 +inf.
-template <int kBlockM, class Elem>
+// lse_log2 +inf. A block of a sequence also gets its dQ accumulator zeroed, which the main kernel
+// adds into (the launcher skips the memset: the gaps' blocks are never read or written).
+template <int kBlockM, int kHeadDim, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
   const int64_t chunk = blockIdx.x;  // (head, padded block)
   const int h = static_cast<int>(chunk / a.num_blocks);
@@ -104,6 +105,10 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdV
   detail::VarlenRows seq;
   int mb = 0;
   const int rows = layout.find(chunk % a.num_blocks, &seq, &mb) >= 0 ? seq.len - mb * kBlockM : 0;
+  if (rows > 0) {
+    float4* z = reinterpret_cast<float4*>(a.dq_zero + chunk * (kBlockM * kHeadDim));
+    for (int i = threadIdx.x; i < kBlockM * kHeadDim / 4; i += 256) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const int lane = threadIdx.x % 32;
   for (int r = static_cast<int>(threadIdx.x) / 32; r < kBlockM; r += 8) {
     float acc = 0.f, lse2 = INFINITY;

@@ -35,7 +35,11 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   detail::BwdScratch ws(rows, chunks * Cfg::kBlockM * Cfg::kHeadDim,
                         p.deterministic ? static_cast<size_t>(p.b) * p.hq * turn_m : 0);
   detail::StreamScratch scratch;
-  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm90 backward (varlen)"); !st.ok()) return st;
+  // The preprocess zeroes the accumulator's blocks (one CTA per padded block, only blocks of a
+  // sequence): no memset of the whole padded accumulator.
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm90 backward (varlen)", /*zero_dq=*/false);
+      !st.ok())
+    return st;
 
   BwdVarlenPrepostArgs pp;
   pp.dout = p.dout;
@@ -44,6 +48,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   pp.lse_log2 = ws.lse_log2;
   pp.dsum = ws.dsum;
   pp.dq_accum = ws.dq_accum;
+  pp.dq_zero = ws.dq_accum;
   pp.dq = p.dq;
   pp.cu_q = p.cu_q;
   pp.num_seqs = p.b;

@@ -152,12 +152,21 @@ __global__ void __launch_bounds__(256) sm90_bwd_postprocess(const BwdPostArgs a)
 
 // ---- Varlen (bwd/varlen.h): the same two kernels over the padded packed scratch ----
 
+// Zeroes kFloats floats (a multiple of 1024) from 256 threads, 16 bytes per store.
+template <int kFloats>
+__device__ __forceinline__ void bwd_zero_block(float* dst) {
+  static_assert(kFloats % 1024 == 0, "whole float4 passes of 256 threads");
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kFloats / 4; i += 256) reinterpret_cast<float4*>(dst)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
 struct BwdVarlenPrepostArgs {
   detail::ConstTensor4 dout, o;  // (1, total_q, Hq, Dv)
   const float* lse = nullptr;    // (Hq, total_q)
   float* lse_log2 = nullptr;     // (Hq, num_blocks * kBlockM): VarlenLayout's rows
   float* dsum = nullptr;
   const float* dq_accum = nullptr;  // (Hq, num_blocks, kBlockM * D)
+  float* dq_zero = nullptr;         // preprocess: the same accumulator, zeroed block by block
   detail::Tensor4 dq;               // (1, total_q, Hq, D)
   const int* cu_q = nullptr;
   int num_seqs = 0, max_q = 0, total_q = 0, hq = 0;
@@ -172,7 +181,9 @@ struct BwdVarlenPrepostArgs {
 // offsets), then bwd_pre_lanes(kHeadDim) lanes per row as the dense preprocess, every row's loads
 // issued before any reduction. Rows inside the sequence as the dense preprocess, every other row
 // (a sequence's last block past its end, the gaps between sequences' blocks) lse_log2 +inf and
-// dsum 0, so P is 0 there.
+// dsum 0, so P is 0 there. A block of a sequence also gets its dQ accumulator zeroed, which the
+// main kernel adds into (the launcher skips the memset: the gaps' blocks, one per sequence, are
+// never read or written).
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm90_bwd_preprocess_varlen(const BwdVarlenPrepostArgs a) {
   constexpr int kLanes = bwd_pre_lanes(Cfg::kHeadDim);  // O's columns d <= kHeadDim
@@ -185,6 +196,7 @@ __global__ void __launch_bounds__(256) sm90_bwd_preprocess_varlen(const BwdVarle
   VarlenRows seq;
   int mb = 0;
   const int rows = layout.find(chunk % a.num_blocks, &seq, &mb) >= 0 ? seq.len - mb * Cfg::kBlockM : 0;
+  if (rows > 0) bwd_zero_block<Cfg::kBlockM * Cfg::kHeadDim>(a.dq_zero + chunk * (Cfg::kBlockM * Cfg::kHeadDim));
   const int sub = threadIdx.x % kLanes;
   float acc[kPasses], lse2[kPasses];
 #pragma unroll
