@@ -30,6 +30,44 @@ __device__ __forceinline__ float2 elem2_to_float2(uint32_t x) {
   }
 }
 
+// One warp's row: this lane's part of rowsum(dO * O) over d_v columns (the caller reduces across
+// the warp). Rows are 16-B aligned and d_v a multiple of 8 (validation): one uint4 is 8 elements.
+template <class Elem>
+__device__ __forceinline__ float row_dot_lane(const Elem* po, const Elem* pd, int d_v, int lane) {
+  float acc = 0.f;
+  for (int c = 8 * lane; c < d_v; c += 256) {
+    const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
+    const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
+    const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 fo = elem2_to_float2<Elem>(wo[i]), fd = elem2_to_float2<Elem>(wd[i]);
+      acc = fmaf(fo.x, fd.x, acc);
+      acc = fmaf(fo.y, fd.y, acc);
+    }
+  }
+  return acc;
+}
+
+// The forward's lse (natural log) in log2 units, +inf for a row that saw no key (lse = -inf).
+__device__ __forceinline__ float lse_to_log2(float l) {
+  return l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+}
+
+// 8 accumulator columns (two float4) times scale, as one 16-B store of dq.
+template <class Elem>
+__device__ __forceinline__ void store_dq8(const float* src_f, float scale, Elem* dst) {
+  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+  const float4* src = reinterpret_cast<const float4*>(src_f);
+  const float4 x = src[0], y = src[1];
+  uint4 out;
+  out.x = arch::pack_f32x2<kBf16>(x.x * scale, x.y * scale);
+  out.y = arch::pack_f32x2<kBf16>(x.z * scale, x.w * scale);
+  out.z = arch::pack_f32x2<kBf16>(y.x * scale, y.y * scale);
+  out.w = arch::pack_f32x2<kBf16>(y.z * scale, y.w * scale);
+  *reinterpret_cast<uint4*>(dst) = out;
+}
+
 template <class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, m) over sq_pad
@@ -41,22 +79,9 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs 
   float acc = 0.f;
   float lse2 = INFINITY;
   if (m < a.sq) {
-    // Rows are 16-B aligned and d_v a multiple of 8 (validation): one uint4 is 8 elements.
-    const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h);
-    const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h);
-    for (int c = 8 * lane; c < a.d_v; c += 256) {
-      const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
-      const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
-      const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 fo = elem2_to_float2<Elem>(wo[i]), fd = elem2_to_float2<Elem>(wd[i]);
-        acc = fmaf(fo.x, fd.x, acc);
-        acc = fmaf(fo.y, fd.y, acc);
-      }
-    }
-    const float l = a.lse[bh * a.sq + m];
-    lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+    acc = row_dot_lane(static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h),
+                       static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h), a.d_v, lane);
+    lse2 = lse_to_log2(a.lse[bh * a.sq + m]);
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -69,7 +94,6 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs 
 // One thread per 8 columns of one row below sq: two float4 reads, one 16-B store.
 template <int kHeadDim, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArgs a) {
-  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   const int chunks = a.d / 8;
   const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -79,14 +103,8 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
     const int m = static_cast<int>(row % a.sq);
     const int64_t bh = row / a.sq;
     const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
-    const float4* src = reinterpret_cast<const float4*>(a.dq_accum + ((bh * a.sq_pad + m) * kHeadDim + c));
-    const float4 x = src[0], y = src[1];
-    uint4 out;
-    out.x = arch::pack_f32x2<kBf16>(x.x * a.scale, x.y * a.scale);
-    out.y = arch::pack_f32x2<kBf16>(x.z * a.scale, x.w * a.scale);
-    out.z = arch::pack_f32x2<kBf16>(y.x * a.scale, y.y * a.scale);
-    out.w = arch::pack_f32x2<kBf16>(y.z * a.scale, y.w * a.scale);
-    *reinterpret_cast<uint4*>(static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c) = out;
+    store_dq8(a.dq_accum + ((bh * a.sq_pad + m) * kHeadDim + c), a.scale,
+              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
   }
 }
 
@@ -114,21 +132,9 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdV
     float acc = 0.f, lse2 = INFINITY;
     if (r < rows) {
       const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
-      const Elem* po = static_cast<const Elem*>(a.o.ptr) + a.o.offset(0, q, h);
-      const Elem* pd = static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(0, q, h);
-      for (int c = 8 * lane; c < a.d_v; c += 256) {
-        const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
-        const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
-        const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 fo = elem2_to_float2<Elem>(wo[i]), fd = elem2_to_float2<Elem>(wd[i]);
-          acc = fmaf(fo.x, fd.x, acc);
-          acc = fmaf(fo.y, fd.y, acc);
-        }
-      }
-      const float l = a.lse[static_cast<int64_t>(h) * a.total_q + q];
-      lse2 = l == -INFINITY ? INFINITY : l * static_cast<float>(M_LOG2E);
+      acc = row_dot_lane(static_cast<const Elem*>(a.o.ptr) + a.o.offset(0, q, h),
+                         static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(0, q, h), a.d_v, lane);
+      lse2 = lse_to_log2(a.lse[static_cast<int64_t>(h) * a.total_q + q]);
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -144,7 +150,6 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdV
 // rows outside every sequence are never written.
 template <int kBlockM, int kHeadDim, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
-  constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   const int64_t chunk = blockIdx.x;
   const int h = static_cast<int>(chunk / a.num_blocks);
   const detail::VarlenLayout<kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
@@ -155,15 +160,9 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80Bwd
   const int chunks = a.d / 8;
   for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
     const int r = i / chunks, c = (i - r * chunks) * 8;
-    const float4* src = reinterpret_cast<const float4*>(a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c));
-    const float4 x = src[0], y = src[1];
-    uint4 out;
-    out.x = arch::pack_f32x2<kBf16>(x.x * a.scale, x.y * a.scale);
-    out.y = arch::pack_f32x2<kBf16>(x.z * a.scale, x.w * a.scale);
-    out.z = arch::pack_f32x2<kBf16>(y.x * a.scale, y.y * a.scale);
-    out.w = arch::pack_f32x2<kBf16>(y.z * a.scale, y.w * a.scale);
     const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
-    *reinterpret_cast<uint4*>(static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c) = out;
+    store_dq8(a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c), a.scale,
+              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
   }
 }
 

@@ -75,6 +75,22 @@ bool rows_16b_aligned(const View& t) {
   return reinterpret_cast<uintptr_t>(t.ptr) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
 }
 
+// The main kernel's grid: (key blocks, kv heads, batches or sequences), or for causal
+// configurations (BwdConfig::kGroupedOrder) outside deterministic mode one dimension in
+// args.order: groups of (batch, kv head) pairs whose Q, dO (bf16) and dQ accumulator (fp32) fit in
+// TileOrder's L2 budget, 8 * sq * d * h_ratio bytes per pair (varlen: sq the longest sequence).
+template <class Cfg, class Args>
+dim3 bwd_grid(Args& args, const detail::BwdParams& p, int num_n) {
+  if constexpr (Cfg::kGroupedOrder) {
+    if (!p.deterministic && static_cast<long long>(num_n) * p.hkv * p.b < (1LL << 31)) {
+      args.order = TileOrder::make(num_n, p.hkv, p.b, p.sq, 2 * p.d * p.h_ratio, /*grouped=*/true);
+      args.grouped = 1;
+      return dim3(static_cast<unsigned>(num_n) * p.hkv * p.b, 1, 1);
+    }
+  }
+  return dim3(num_n, p.hkv, p.b);
+}
+
 template <class Cfg, class Elem>
 Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   using flashattn::StatusCode;
@@ -119,16 +135,7 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   auto kernel = sm90_bwd_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward");
   if (!s.ok()) return s;
-  dim3 grid(num_n, p.hkv, p.b);
-  if constexpr (Cfg::kGroupedOrder) {
-    if (!p.deterministic && static_cast<long long>(num_n) * p.hkv * p.b < (1LL << 31)) {
-      // Groups of (batch, kv head) pairs whose Q, dO (bf16) and dQ accumulator (fp32) fit in
-      // TileOrder's L2 budget: 8 * sq * d * h_ratio bytes per pair.
-      args.order = TileOrder::make(num_n, p.hkv, p.b, p.sq, 2 * p.d * p.h_ratio, /*grouped=*/true);
-      args.grouped = 1;
-      grid = dim3(static_cast<unsigned>(num_n) * p.hkv * p.b, 1, 1);
-    }
-  }
+  const dim3 grid = bwd_grid<Cfg>(args, p, num_n);
   kernel<<<grid, Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
   s = detail::check_launch("backend sm90 backward: main kernel");
   if (!s.ok()) return s;

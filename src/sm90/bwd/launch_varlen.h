@@ -92,15 +92,7 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   auto kernel = sm90_bwd_varlen_kernel<Cfg, Elem>;
   s = opt_in_smem<sm90_bwd_varlen_kernel<Cfg, Elem>>(Cfg::kSmemDynamic, "backend sm90 backward (varlen)");
   if (!s.ok()) return s;
-  dim3 grid(num_n, p.hkv, p.b);
-  if constexpr (Cfg::kGroupedOrder) {
-    if (!p.deterministic && static_cast<long long>(num_n) * p.hkv * p.b < (1LL << 31)) {
-      // As the dense launch (bwd/launch.h), the groups sized by the longest sequence.
-      args.order = TileOrder::make(num_n, p.hkv, p.b, p.sq, 2 * p.d * p.h_ratio, /*grouped=*/true);
-      args.grouped = 1;
-      grid = dim3(static_cast<unsigned>(num_n) * p.hkv * p.b, 1, 1);
-    }
-  }
+  const dim3 grid = bwd_grid<Cfg>(args, p, num_n);
   kernel<<<grid, Cfg::kNumThreads, Cfg::kSmemDynamic, stream>>>(tmQ, tmK, tmV, tmDo, args);
   s = detail::check_launch("backend sm90 backward (varlen): main kernel");
   if (!s.ok()) return s;
