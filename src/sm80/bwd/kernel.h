@@ -14,6 +14,10 @@
 // element-wise rule, softcap and ALiBi are run-time switches recomputing the scores as the
 // forward did, and softcap's 1 - t^2 goes into dS. The kNone / kCausal kernels keep their code
 // (every addition is `if constexpr`).
+// Varlen (Cfg::kVarlen, bwd/config.h Sm80BwdVarlen): blockIdx.z is the sequence; the CTA clamps
+// its offsets (common/varlen_layout.h), exits past its keys, and runs the same body with the
+// sequence's lengths (len_q() / len_k()), packed rows and padded scratch rows; rows outside the
+// sequence load as zeros (cp.async zero-fill), so no other sequence's row reaches a GEMM.
 // Deterministic mode (dq_turn != null): the CTAs visiting a query block add their dQ in a fixed
 // order, ascending key blocks, or under a causal mask descending from the query block's last key
 // block, with the grid launched in that order too, so a CTA only waits on CTAs launched before it.
