@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/bwd_features.h"
 #include "common/mask.h"
 #include "common/params.h"
 
@@ -37,22 +38,10 @@ struct Sm80BwdArgs {
   float scale_log2;  // P = exp2(S * scale_log2 - lse_log2)
 };
 
-// The feature kernels' arguments (MaskKind::kLocal, issue 17): a plain block plus the window and
-// the run-time softcap / ALiBi switches. A separate type, so the kNone / kCausal kernels keep
-// their parameter layout (and code).
-template <class Base>
-struct Sm80WithBwdFeatures : Base {
-  // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
-  // right in [0, sq]; a causal call has right 0. Varlen: bounded by the max lengths, so an
-  // unbounded side stays unbounded for every sequence.
-  int window_left, window_right;
-  // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
-  // forward's softmax took were t = tanh(S * softcap_scale) in units of softcap.
-  float softcap_scale;
-  const float* alibi;  // slopes, alibi[b * alibi_bstride + query head] (varlen: b = sequence), or null
-  int64_t alibi_bstride;
-};
-using Sm80BwdFeatureArgs = Sm80WithBwdFeatures<Sm80BwdArgs>;
+// The feature kernels' arguments (MaskKind::kLocal, issue 17): a plain block plus
+// common/bwd_features.h's window and run-time softcap / ALiBi fields. A separate type, so the
+// kNone / kCausal kernels keep their parameter layout (and code).
+using Sm80BwdFeatureArgs = detail::WithBwdFeatures<Sm80BwdArgs>;
 
 // The varlen kernels' (Cfg::kVarlen, bwd/config.h Sm80BwdVarlen): q, dout, dq (1, total_q, H, D)
 // views and k, v, dk, dv (1, total_k, Hkv, D), batch strides unread; blockIdx.z is the sequence.
@@ -64,7 +53,7 @@ struct Sm80BwdVarlenArgs : Sm80BwdArgs {
   const int* cu_k;
   int total_q, total_k;
 };
-using Sm80BwdVarlenFeatureArgs = Sm80WithBwdFeatures<Sm80BwdVarlenArgs>;
+using Sm80BwdVarlenFeatureArgs = detail::WithBwdFeatures<Sm80BwdVarlenArgs>;
 
 template <MaskKind Kind, bool kVarlen = false>
 using Sm80BwdArgsOf =

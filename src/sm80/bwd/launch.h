@@ -49,14 +49,7 @@ Status set_bwd_args(Args& a, const detail::BwdParams& p, const detail::BwdScratc
   a.scale = p.scale;
   a.scale_log2 = p.scale_log2;
   if constexpr (Kind == MaskKind::kLocal) {
-    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both).
-    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
-    a.window_left = w.left;
-    a.window_right = w.right;
-    a.softcap_scale = p.softcap_scale();
-    a.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
-    a.alibi = p.alibi_slopes;
-    a.alibi_bstride = p.alibi_batch_stride;
+    detail::set_bwd_features(a, p);
   } else {
     if (p.has_features())
       return {StatusCode::kInternal, "backend sm80 backward: window / softcap / ALiBi on a kernel without them"};

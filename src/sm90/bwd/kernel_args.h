@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/bwd_features.h"
 #include "common/fast_div.h"
 #include "common/mask.h"
 #include "sm90/tile_order.h"
@@ -30,20 +31,8 @@ struct Sm90BwdArgs {
 };
 
 // The feature kernels' arguments (MaskKind::kLocal configs, issue 17): a base block (the plain
-// arguments, or the varlen ones: bwd/varlen.h) plus the window and the run-time softcap / ALiBi
-// switches. Separate types, so the other kernels keep their parameter block (and their PTX).
-template <class Base>
-struct WithBwdFeatures : Base {
-  // The window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask): left in [0, sk],
-  // right in [0, sq].
-  int window_left = 0, window_right = 0;
-  // scale / softcap, or 0 (off); with it on, scale_log2 is softcap * log2(e) and the scores the
-  // softmax took were t = tanh(S * softcap_scale) in units of softcap.
-  float softcap_scale = 0.f;
-  // ALiBi: slopes (index b * alibi_bstride + query head, b the batch or the sequence), or null.
-  const float* alibi = nullptr;
-  int64_t alibi_bstride = 0;
-};
+// arguments, or the varlen ones: bwd/varlen.h) plus common/bwd_features.h's fields.
+using detail::WithBwdFeatures;
 using Sm90BwdFeatureArgs = WithBwdFeatures<Sm90BwdArgs>;
 
 // The causal kernels' arguments (BwdConfig::kGroupedOrder): the grid may be one dimension in `order` (grouped = 1), the

@@ -59,13 +59,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const bool descending = kCausal && in.dq_turn != nullptr;
   int n_block = descending ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   int hk = blockIdx.y, seq = blockIdx.z;
-  int num_seqs = gridDim.z;
   if constexpr (Cfg::kGroupedOrder) {
     if (in.grouped) {  // one-dimensional grid, longest key blocks of each group first (kernel.h)
       int rank_from_end;
       in.order.decode(blockIdx.x, rank_from_end, hk, seq);
       n_block = in.order.num_m_blocks - 1 - rank_from_end;
-      num_seqs = in.order.pairs / in.order.hq;
     }
   }
   const VarlenRows qs = varlen_rows(in.cu_q, seq, in.sq, in.total_q);
@@ -82,7 +80,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // dQ writer thread has 24 registers, and sm90_supports bounds hq * num_m_blocks and num_seqs *
   // hq * turn_m_blocks by 2^31).
   const int first_block = static_cast<int>(
-      VarlenLayout<Cfg::kBlockM>{in.cu_q, num_seqs, in.sq, in.total_q}.first_block(seq));
+      VarlenLayout<Cfg::kBlockM>{in.cu_q, 0, in.sq, in.total_q}.first_block(seq));  // first_block reads no count
 
   __shared__ BwdBarriers<Cfg> bars;
   extern __shared__ uint8_t smem_raw[];

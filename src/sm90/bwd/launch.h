@@ -53,15 +53,7 @@ inline void set_bwd_args(Sm90BwdArgs& args, const detail::BwdParams& p, const de
 template <class Cfg, class Args>
 Status set_bwd_feature_args(Args& args, const detail::BwdParams& p, const char* who) {
   if constexpr (Cfg::kLocal) {
-    // A causal call without a window is the window (unbounded, 0) (make_local_mask does both);
-    // varlen: bounded by the max lengths, so an unbounded side stays so for every sequence.
-    const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
-    args.window_left = w.left;
-    args.window_right = w.right;
-    args.alibi = p.alibi_slopes;
-    args.alibi_bstride = p.alibi_batch_stride;
-    args.softcap_scale = p.softcap_scale();
-    args.scale_log2 = p.exp2_scale();  // under softcap P = exp2(softcap log2(e) t - lse_log2)
+    detail::set_bwd_features(args, p);
   } else {
     if (p.has_features())
       return {StatusCode::kInternal, std::string(who) + ": window / softcap / ALiBi on a kernel without them"};
