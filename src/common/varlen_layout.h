@@ -62,4 +62,13 @@ struct VarlenLayout {
   }
 };
 
+// Whether a varlen backward's scratch indices fit 32 bits (the kernels index padded blocks, rows
+// and deterministic turns with int): the smallest query block (64) gives the most padded blocks,
+// rows counted for a 128-row block.
+inline bool varlen_bwd_scratch_fits(int total_q, int num_seqs, int hq, int max_q) {
+  const int64_t blocks = VarlenLayout<64>::num_blocks(total_q, num_seqs);
+  const int64_t turns = static_cast<int64_t>(num_seqs) * hq * ((static_cast<int64_t>(max_q) + 63) / 64);
+  return blocks * 128 <= INT32_MAX && static_cast<int64_t>(hq) * blocks <= INT32_MAX && turns <= INT32_MAX;
+}
+
 }  // namespace flashattn::detail

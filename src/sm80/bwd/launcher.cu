@@ -33,10 +33,7 @@ Status sm80_supports(const BwdParams& p) {
   if (p.varlen()) {
     if (p.cu_k == nullptr)
       return {StatusCode::kNotSupported, "backend sm80: a varlen backward needs both cu_seqlens_q and cu_seqlens_k"};
-    // 32-bit indices into the padded scratch: the smallest query block (64) gives the most blocks.
-    const int64_t blocks = detail::VarlenLayout<64>::num_blocks(p.total_q, p.b);
-    const int64_t turns = static_cast<int64_t>(p.b) * p.hq * ((p.sq + 63) / 64);
-    if (blocks * 128 > INT32_MAX || static_cast<int64_t>(p.hq) * blocks > INT32_MAX || turns > INT32_MAX)
+    if (!varlen_bwd_scratch_fits(p.total_q, p.b, p.hq, p.sq))
       return {StatusCode::kNotSupported, "backend sm80: varlen backward scratch indices exceed 32 bits (total_q " +
                                              std::to_string(p.total_q) + ", num_seqs " + std::to_string(p.b) + ")"};
   }

@@ -12,10 +12,7 @@ namespace flashattn::detail {
 
 // What the varlen kernels (bwd/launch_varlen.h) add: 32-bit indices into the padded scratch.
 Status sm90_supports_varlen(const BwdParams& p) {
-  // The smallest query block (64) gives the most padded blocks.
-  const int64_t blocks = sm90::VarlenLayout<64>::num_blocks(p.total_q, p.b);
-  const int64_t turns = static_cast<int64_t>(p.b) * p.hq * ((p.sq + 63) / 64);
-  if (blocks * 128 > INT32_MAX || static_cast<int64_t>(p.hq) * blocks > INT32_MAX || turns > INT32_MAX)
+  if (!varlen_bwd_scratch_fits(p.total_q, p.b, p.hq, p.sq))
     return {StatusCode::kNotSupported, "backend sm90: varlen backward scratch indices exceed 32 bits (total_q " +
                                            std::to_string(p.total_q) + ", num_seqs " + std::to_string(p.b) + ")"};
   return Status::Ok();
