@@ -88,15 +88,24 @@ std::vector<VarlenCase> cases() {
   return cs;
 }
 
+// A case's window, softcap and ALiBi (VarlenCase's fields of the same names).
+struct Feature {
+  int left, right;
+  float softcap;
+  int alibi;
+};
+VarlenCase with_feature(VarlenCase c, const Feature& f) {
+  c.window_left = f.left;
+  c.window_right = f.right;
+  c.softcap = f.softcap;
+  c.alibi = f.alibi;
+  return c;
+}
+
 // Windows, softcap and ALiBi on the mixed lengths (0- and 1-long sequences, Sq != Sk per
 // sequence) at each sm90 feature kernel's head dim.
 std::vector<VarlenCase> feature_cases() {
   const std::vector<int> lq{0, 1, 700, 257, 64, 5, 130, 0}, lk{3, 0, 700, 300, 64, 1, 129, 0};
-  struct Feature {
-    int left, right;
-    float softcap;
-    int alibi;
-  };
   const Feature fs[] = {{0, 0, 0.f, 0},   {1, 0, 0.f, 2},     {127, 0, 30.f, 0}, {256, 256, 0.f, 1},
                         {1000, 3, 50.f, 2}, {-1, -1, 30.f, 0}, {-1, -1, 0.f, 1}};
   std::vector<VarlenCase> cs;
@@ -108,12 +117,7 @@ std::vector<VarlenCase> feature_cases() {
         const DType dt = (i / 2) % 2 ? DType::kBFloat16 : DType::kFloat16;
         ++i;
         if ((d == 96 || d == 192) && i % 2 == 0) continue;  // fewer cases at the odd head dims
-        VarlenCase c{"mixed", lq, lk, gqa ? 8 : 3, gqa ? 2 : 3, d, dv, causal, dt, be};
-        c.window_left = f.left;
-        c.window_right = f.right;
-        c.softcap = f.softcap;
-        c.alibi = f.alibi;
-        cs.push_back(c);
+        cs.push_back(with_feature({"mixed", lq, lk, gqa ? 8 : 3, gqa ? 2 : 3, d, dv, causal, dt, be}, f));
       }
     }
   }
@@ -131,11 +135,6 @@ std::vector<VarlenCase> sm80_feature_cases() {
     skew_q.push_back(i % 5 == 0 ? 0 : i * 7 % 61);
     skew_k.push_back(i * 13 % 97);
   }
-  struct Feature {
-    int left, right;
-    float softcap;
-    int alibi;
-  };
   const Feature fs[] = {{0, 0, 0.f, 0},     {1, 0, 0.f, 2},    {127, 0, 30.f, 0}, {256, 256, 0.f, 1},
                         {1000, 3, 50.f, 2}, {-1, -1, 30.f, 0}, {-1, -1, 0.f, 1},  {-1, -1, 50.f, 2},
                         {127, 0, 0.f, 1},   {1000, 3, 0.f, 0}};
@@ -146,13 +145,9 @@ std::vector<VarlenCase> sm80_feature_cases() {
       const bool causal = i % 2 == 1, gqa = i % 3 != 0, skewed = (i / 3) % 2 == 1;
       const DType dt = (i / 2) % 2 ? DType::kBFloat16 : DType::kFloat16;
       ++i;
-      VarlenCase c{skewed ? "skewed" : "mixed", skewed ? skew_q : lq, skewed ? skew_k : lk, gqa ? 8 : 3,
-                   gqa ? 2 : 3, d, dv, causal, dt, Backend::kSm80};
-      c.window_left = f.left;
-      c.window_right = f.right;
-      c.softcap = f.softcap;
-      c.alibi = f.alibi;
-      cs.push_back(c);
+      cs.push_back(with_feature({skewed ? "skewed" : "mixed", skewed ? skew_q : lq, skewed ? skew_k : lk, gqa ? 8 : 3,
+                                 gqa ? 2 : 3, d, dv, causal, dt, Backend::kSm80},
+                                f));
     }
   }
   return cs;
