@@ -49,6 +49,20 @@ TEST(Sm80BwdSelect, SmallConfigsFitSm86) {
   EXPECT_EQ(kSm80BwdSmallSmem, smem<kSm80BwdD64Small>());
 }
 
+// The small tier's feature kernels keep the plain small tiles (the query slices of the score pass
+// change registers, not shared memory), so they fit where the plain ones do; the varlen twins
+// take their configurations' tiles.
+TEST(Sm80BwdSelect, SmallFeatureConfigsAreThePlainTiles) {
+  EXPECT_EQ(smem<kSm80BwdD64SmallFeature>(), smem<kSm80BwdD64Small>());
+  EXPECT_EQ(smem<kSm80BwdD128SmallFeature>(), smem<kSm80BwdD128Small>());
+  EXPECT_EQ(smem<kSm80BwdD256SmallFeature>(), smem<kSm80BwdD256Small>());
+  EXPECT_EQ(Sm80BwdConfig<kSm80BwdD64SmallFeature>::kSliceQ, 16);
+  EXPECT_EQ(Sm80BwdConfig<kSm80BwdD128SmallFeature>::kSliceQ, 16);
+  EXPECT_EQ(smem<kSm80BwdD256SmallFeature>(), smem<kSm80BwdD256Small>());
+  EXPECT_EQ(Sm80BwdVarlen<Sm80BwdConfig<kSm80BwdD64Small>>::kSmemBytes, smem<kSm80BwdD64Small>());
+  EXPECT_LE(kSm80BwdSmallSmem, kSm86);
+}
+
 TEST(Sm80BwdSelect, FullConfigsNeedAnA100) {
   EXPECT_EQ(smem<kSm80BwdD64>(), 165888);
   EXPECT_EQ(smem<kSm80BwdD128>(), 164864);

@@ -9,6 +9,8 @@
 // sm80 feature kernels on any device of capability 8.0 or newer: through the public API where
 // sm80 dispatch serves the features, else (src/sm80/bwd/launcher.cu kServeFeatures off) through
 // detail::sm80_backward directly, so the kernels are checked before dispatch hands them calls.
+// The "sm80small" cases run the sm80 small tier's feature kernels (sm86 / sm89's) forced on the
+// device (small_tier.h).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "deterministic_check.h"
 #include "gpu_util.h"
 #include "reference/cpu_reference.h"
+#include "small_tier.h"
 
 namespace flashattn::testing {
 namespace {
@@ -36,11 +39,12 @@ struct BwdFeatureCase {
   DType dt;
   Backend backend;
   bool deterministic = false;
+  bool small = false;  // kSm80 on the small tier's kernels (small_tier.h): what sm86 / sm89 run
 };
 
 std::string name(const BwdFeatureCase& c) {
   auto w = [](int x) { return x < 0 ? std::string("inf") : std::to_string(x); };
-  return std::string(backend_name(c.backend)) + "_b" + std::to_string(c.b) + "_d" + std::to_string(c.d) + "_sq" +
+  return std::string(backend_name(c.backend)) + (c.small ? "small" : "") + "_b" + std::to_string(c.b) + "_d" + std::to_string(c.d) + "_sq" +
          std::to_string(c.sq) + "_sk" + std::to_string(c.sk) + "_h" + std::to_string(c.hq) + "x" + std::to_string(c.hkv) +
          (c.causal ? "_causal" : "") + "_w" + w(c.left) + "_" + w(c.right) +
          (c.softcap > 0 ? "_cap" + std::to_string(static_cast<int>(c.softcap)) : "") +
@@ -83,6 +87,22 @@ std::vector<BwdFeatureCase> grid() {
     cs.push_back({1, 517, 700, 4, 2, 96, false, 64, 64, 30.f, 1, DType::kBFloat16, be});
     cs.push_back({1, 700, 517, 4, 4, 40, true, 200, 0, 0.f, 2, DType::kFloat16, be});
   }
+  // The small tier's feature kernels: every kernel head dim, windows at both ends and the
+  // middle, softcap, both slope shapes, GQA / MQA, Sq != Sk both ways.
+  for (int d : {64, 128, 256, 96}) {
+    const Backend be = Backend::kSm80;
+    BwdFeatureCase small[] = {
+        {1, 700, 700, 8, 2, d, true, 0, 0, 0.f, 0, DType::kBFloat16, be},
+        {2, 300, 900, 4, 1, d, false, 1000, 3, 0.f, 0, DType::kFloat16, be},
+        {1, 900, 300, 8, 8, d, true, 127, 0, 30.f, 0, DType::kBFloat16, be},
+        {2, 517, 517, 4, 2, d, false, -1, -1, 30.f, 2, DType::kFloat16, be},
+        {1, 1000, 1000, 4, 2, d, false, 256, 256, 0.f, 1, DType::kBFloat16, be},
+    };
+    for (BwdFeatureCase c : small) {
+      c.small = true;
+      cs.push_back(c);
+    }
+  }
   return cs;
 }
 
@@ -99,6 +119,10 @@ std::vector<BwdFeatureCase> deterministic_cases() {
       cs.push_back({1, 700, 700, 4, 4, d, false, 0, 0, 0.f, 1, DType::kFloat16, be, true});
       cs.push_back({1, 517, 517, 4, 2, d, true, -1, -1, 30.f, 1, DType::kBFloat16, be, true});
     }
+  }
+  for (int d : {64, 128, 256}) {  // the small tier's feature kernels
+    cs.push_back({2, 1000, 1000, 8, 2, d, false, 256, 256, 0.f, 0, DType::kBFloat16, Backend::kSm80, true, true});
+    cs.push_back({1, 900, 300, 4, 1, d, true, 127, 0, 30.f, 2, DType::kFloat16, Backend::kSm80, true, true});
   }
   return cs;
 }
@@ -300,8 +324,10 @@ uint64_t seed_of(const BwdFeatureCase& c) {
   } while (0)
 
 // One backward call of the case: the public API, or for kSm80 while sm80 dispatch does not take
-// the features, detail::sm80_backward on the validated params.
-Status run_backward(const BackwardArgs& a) {
+// the features, detail::sm80_backward on the validated params; the small tier's kernels for the
+// small cases.
+Status run_backward(const BwdFeatureCase& c, const BackwardArgs& a) {
+  if (c.small) return small_tier_backward(a, nullptr);
   if (a.backend == Backend::kSm80) {
     detail::BwdParams p;
     bool empty = false;
@@ -318,6 +344,7 @@ class BackwardFeaturesDeterministic : public ::testing::TestWithParam<BwdFeature
 TEST_P(BackwardFeatures, MatchesGpuReference) {
   FLASHATTN_REQUIRE_GPU();
   const BwdFeatureCase c = GetParam();
+  if (c.small) REQUIRE_SMALL_TIER();
   Buffers buf(c);
   const BackwardArgs a = buf.args(buf.dq.ptr, buf.dk.ptr, buf.dv.ptr, c.backend, c.deterministic);
   Backend chosen = c.backend;
@@ -330,7 +357,7 @@ TEST_P(BackwardFeatures, MatchesGpuReference) {
   ASSERT_TRUE(buf.forward().ok());
   ASSERT_TRUE(buf.references().ok());
   buf.poison_grads();
-  const Status s = run_backward(a);
+  const Status s = run_backward(c, a);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::string msg = buf.check();
@@ -340,6 +367,7 @@ TEST_P(BackwardFeatures, MatchesGpuReference) {
 TEST_P(BackwardFeaturesDeterministic, BitwiseAcrossRuns) {
   FLASHATTN_REQUIRE_GPU();
   const BwdFeatureCase c = GetParam();
+  if (c.small) REQUIRE_SMALL_TIER();
   Buffers buf(c);
   const BackwardArgs a = buf.args(buf.dq.ptr, buf.dk.ptr, buf.dv.ptr, c.backend, true);
   Backend chosen = c.backend;
@@ -354,7 +382,7 @@ TEST_P(BackwardFeaturesDeterministic, BitwiseAcrossRuns) {
   // The default stream only (run_backward takes none).
   expect_bitwise_deterministic(
       {/*runs=*/5, /*side_runs=*/0}, std::string(backend_name(chosen)) + ": ",
-      [&](cudaStream_t) { buf.poison_grads(); }, [&](cudaStream_t) { return run_backward(a); },
+      [&](cudaStream_t) { buf.poison_grads(); }, [&](cudaStream_t) { return run_backward(c, a); },
       [&] { return buf.grad_bytes(); },
       [&]() -> ::testing::AssertionResult {
         const std::string msg = buf.check();

@@ -2,18 +2,16 @@
 // the kernels sm86 / sm89 parts run) forced on whatever device runs the tests, through
 // detail::sm80_backward_for_smem with sm86's opt-in limit: dq, dk, dv against the CPU fp64
 // backward under the correctness rule (bwd_check.h), as test_sm80_backward.cpp checks the full
-// tier. Every small kernel (D 64 / 128 / 256, causal and not, fp16 and bf16) with GQA / MQA,
-// Sq != Sk both ways, partial last blocks, zero-filled head dims, and deterministic mode.
+// tier. Every small plain kernel (D 64 / 128 / 256, causal and not, fp16 and bf16) with GQA / MQA,
+// Sq != Sk both ways, partial last blocks, zero-filled head dims, and deterministic mode. The
+// small tier's feature and varlen kernels: test_backward_features.cpp, test_varlen_backward*.cpp.
 #include <string>
 #include <vector>
 
-#include "api/backends.h"
-#include "api/validate.h"
 #include "bwd_check.h"
 #include "bwd_setup.h"
-#include "common/device_info.h"
 #include "deterministic_check.h"
-#include "sm80/bwd/select.h"
+#include "small_tier.h"
 
 using namespace flashattn;
 using namespace flashattn::testing;
@@ -62,27 +60,6 @@ std::string test_name(const ::testing::TestParamInfo<BwdShape>& info) { return n
 uint64_t seed_of(const BwdShape& c) {
   return 7000003ull * c.sq + 1013ull * c.sk + 37ull * c.d + c.hq + (c.causal ? 11 : 0) + 5;
 }
-
-// The sm80 backward as an sm86 / sm89 part runs it (the small tier), on the current device.
-Status small_tier_backward(const BackwardArgs& a, cudaStream_t st) {
-  detail::BwdParams p;
-  bool empty = false;
-  if (Status s = detail::validate_and_convert(a, &p, &empty); !s.ok()) return s;
-  if (empty) return {StatusCode::kInternal, "test shapes are never empty"};
-  if (Status s = detail::sm80_supports(p); !s.ok()) return s;
-  return detail::sm80_backward_for_smem(p, sm80::kSm86SmemOptin, st);
-}
-
-// Skips where the small tier cannot run here: sm80 not built, or a device below it.
-#define REQUIRE_SMALL_TIER()                                                                              \
-  do {                                                                                                    \
-    FLASHATTN_REQUIRE_GPU();                                                                              \
-    if (!detail::sm80_built()) GTEST_SKIP() << "backend sm80 is not built";                              \
-    detail::DeviceInfo dev_;                                                                              \
-    ASSERT_TRUE(detail::current_device_info(&dev_).ok());                                                 \
-    if (dev_.sm() < 80 || dev_.smem_optin < sm80::kSm86SmemOptin) GTEST_SKIP() << "device below sm86's"; \
-    ASSERT_EQ(sm80::sm80_bwd_tier(sm80::kSm86SmemOptin), sm80::Sm80BwdTier::kSmall);                      \
-  } while (0)
 
 class Sm80BackwardSmallGrid : public ::testing::TestWithParam<BwdShape> {};
 class Sm80BackwardSmallDeterministic : public ::testing::TestWithParam<BwdShape> {};

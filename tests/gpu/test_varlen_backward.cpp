@@ -10,7 +10,8 @@
 //  - dq, dk, dv poisoned before the call: a row inside a sequence left unwritten fails the rule,
 //    and every row outside the sequences must keep its poison bits.
 // Deterministic mode: bitwise-equal gradients run after run and on a second stream. Calls
-// without queries or keys zero exactly the rows inside the sequences.
+// without queries or keys zero exactly the rows inside the sequences. The "sm80small" cases run
+// the sm80 small tier's varlen kernels (sm86 / sm89's) forced on the device (small_tier.h).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "bwd_check.h"
 #include "deterministic_check.h"
 #include "gpu_util.h"
+#include "small_tier.h"
 #include "varlen_bwd_buffers.h"
 
 namespace flashattn::testing {
@@ -34,10 +36,11 @@ struct VarlenBwdCase {
   bool causal;
   DType dt;
   Backend backend;
+  bool small = false;  // kSm80 on the small tier's kernels (small_tier.h): what sm86 / sm89 run
 };
 
 std::string name(const VarlenBwdCase& c) {
-  return std::string(backend_name(c.backend)) + "_" + c.lengths + "_d" + std::to_string(c.d) +
+  return std::string(backend_name(c.backend)) + (c.small ? "small" : "") + "_" + c.lengths + "_d" + std::to_string(c.d) +
          (c.causal ? "_causal" : "_full") + (c.dt == DType::kBFloat16 ? "_bf16" : "_fp16") + "_h" + std::to_string(c.hq) +
          "x" + std::to_string(c.hkv);
 }
@@ -78,7 +81,22 @@ std::vector<VarlenBwdCase> cases() {
         cs.push_back({l.name, l.lq, l.lk, hq, hkv, d, causal, dt, be});
       }
   }
+  // The small tier's varlen kernels, each head dim and mask.
+  int i = 0;
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      const Lengths& l = sets[i % 3];
+      const auto [hq, hkv] = heads[i % 3];
+      cs.push_back({l.name, l.lq, l.lk, hq, hkv, d, causal, i % 2 ? DType::kFloat16 : DType::kBFloat16,
+                    Backend::kSm80, /*small=*/true});
+      ++i;
+    }
   return cs;
+}
+
+// The case's backward: the public API, or the small tier's kernels.
+Status run_backward(const VarlenBwdCase& c, const BackwardArgs& args, cudaStream_t st) {
+  return c.small ? small_tier_backward(args, st) : backward(args, st);
 }
 
 
@@ -108,6 +126,7 @@ class VarlenBackward : public ::testing::TestWithParam<VarlenBwdCase> {};
 TEST_P(VarlenBackward, MatchesFp64AndTouchesOnlyItsRows) {
   FLASHATTN_REQUIRE_GPU();
   const VarlenBwdCase c = GetParam();
+  if (c.small) REQUIRE_SMALL_TIER();
   VarlenBwdBuffers buf(c.lq, c.lk, c.hq, c.hkv, c.d, c.dt);
   const BackwardArgs args = buf.args(c.causal, c.backend, /*deterministic=*/false);
   Backend chosen{};
@@ -118,7 +137,7 @@ TEST_P(VarlenBackward, MatchesFp64AndTouchesOnlyItsRows) {
   buf.fill(seed_of(c));
   run_forward(buf, c.causal, c.backend);
   buf.poison_grads(nullptr);
-  const Status s = backward(args);
+  const Status s = run_backward(c, args, nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const BwdReport r = check_backward_varlen(args, buf.cu_q, buf.cu_k);
@@ -134,6 +153,7 @@ class VarlenBackwardDeterministic : public ::testing::TestWithParam<VarlenBwdCas
 TEST_P(VarlenBackwardDeterministic, BitwiseAcrossRunsAndStreams) {
   FLASHATTN_REQUIRE_GPU();
   const VarlenBwdCase c = GetParam();
+  if (c.small) REQUIRE_SMALL_TIER();
   VarlenBwdBuffers buf(c.lq, c.lk, c.hq, c.hkv, c.d, c.dt);
   const BackwardArgs args = buf.args(c.causal, c.backend, /*deterministic=*/true);
   Backend chosen{};
@@ -143,7 +163,7 @@ TEST_P(VarlenBackwardDeterministic, BitwiseAcrossRunsAndStreams) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_bitwise_deterministic(
       {/*runs=*/10, /*side_runs=*/1}, std::string(backend_name(chosen)) + ": ",
-      [&](cudaStream_t st) { buf.poison_grads(st); }, [&](cudaStream_t st) { return backward(args, st); },
+      [&](cudaStream_t st) { buf.poison_grads(st); }, [&](cudaStream_t st) { return run_backward(c, args, st); },
       [&] { return buf.grad_bytes(); },
       [&]() -> ::testing::AssertionResult {
         const BwdReport r = check_backward_varlen(args, buf.cu_q, buf.cu_k, /*budget=*/0);
@@ -191,7 +211,20 @@ std::vector<VarlenBwdCase> deterministic_cases() {
   return cs;
 }
 
+// The small tier's varlen kernels in deterministic mode.
+std::vector<VarlenBwdCase> small_deterministic_cases() {
+  std::vector<VarlenBwdCase> cs;
+  for (VarlenBwdCase c : deterministic_cases()) {
+    if (c.backend != Backend::kSm80) continue;
+    c.small = true;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
 INSTANTIATE_TEST_SUITE_P(Grid, VarlenBackwardDeterministic, ::testing::ValuesIn(deterministic_cases()),
+                         [](const auto& info) { return name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Small, VarlenBackwardDeterministic, ::testing::ValuesIn(small_deterministic_cases()),
                          [](const auto& info) { return name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Grid, VarlenBackwardZeroOutside, ::testing::ValuesIn(deterministic_cases()),
                          [](const auto& info) { return name(info.param); });

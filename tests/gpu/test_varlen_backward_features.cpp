@@ -4,7 +4,8 @@
 // it is checked against the CPU fp64 references by VarlenReference and the feature tests) under
 // the correctness rule, with reference_backward_lowp as the low-precision yardstick. Per
 // sequence the window is bottom-right with the sequence's own lengths, and (num_seqs, Hq) slopes
-// take the sequence's row. Inputs as test_varlen_backward.cpp: NaN in every row outside the
+// take the sequence's row. The "sm80small" cases run the sm80 small tier's kernels (sm86 / sm89's)
+// forced on the device (small_tier.h). Inputs as test_varlen_backward.cpp: NaN in every row outside the
 // sequences, poisoned gradients whose rows outside the sequences must keep their bits.
 #include <cuda_runtime_api.h>
 
@@ -19,6 +20,7 @@
 #include "common/params.h"
 #include "gpu_util.h"
 #include "reference/cpu_reference.h"
+#include "small_tier.h"
 #include "varlen_bwd_buffers.h"
 
 namespace flashattn::testing {
@@ -31,11 +33,12 @@ struct VarlenFeatureBwdCase {
   int left, right;  // window_size; -1 unbounded
   float softcap;
   int alibi;  // 0: none, 1: (Hq,), 2: (num_seqs, Hq)
+  bool small = false;  // kSm80 on the small tier's kernels (small_tier.h): what sm86 / sm89 run
 };
 
 std::string name(const VarlenFeatureBwdCase& c) {
   auto side = [](int w) { return w < 0 ? std::string("u") : std::to_string(w); };
-  return std::string(backend_name(c.backend)) + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_w" +
+  return std::string(backend_name(c.backend)) + (c.small ? "small" : "") + "_d" + std::to_string(c.d) + (c.causal ? "_causal" : "_full") + "_w" +
          side(c.left) + "_" + side(c.right) + (c.softcap > 0 ? "_cap" + std::to_string(int(c.softcap)) : "") +
          (c.alibi ? "_alibi" + std::to_string(c.alibi) : "");
 }
@@ -58,6 +61,15 @@ std::vector<VarlenFeatureBwdCase> cases() {
         c.d = d;
         cs.push_back(c);
       }
+  // The small tier's varlen feature kernels: each head dim, half the shapes.
+  for (int d : {64, 128, 256})
+    for (size_t i = d == 128 ? 1 : 0; i < std::size(shapes); i += 2) {
+      VarlenFeatureBwdCase c = shapes[i];
+      c.backend = Backend::kSm80;
+      c.d = d;
+      c.small = true;
+      cs.push_back(c);
+    }
   return cs;
 }
 
@@ -66,6 +78,7 @@ class VarlenBackwardFeatures : public ::testing::TestWithParam<VarlenFeatureBwdC
 TEST_P(VarlenBackwardFeatures, MatchesReferenceAndTouchesOnlyItsRows) {
   FLASHATTN_REQUIRE_GPU();
   const VarlenFeatureBwdCase c = GetParam();
+  if (c.small) REQUIRE_SMALL_TIER();
   // Lengths 0 and 1, Sq != Sk both ways, a sequence with keys but no queries and one the other
   // way round; GQA 4.
   const std::vector<int> lq{0, 1, 17, 300, 129, 0, 9}, lk{3, 1, 40, 411, 64, 5, 0};
@@ -102,7 +115,7 @@ TEST_P(VarlenBackwardFeatures, MatchesReferenceAndTouchesOnlyItsRows) {
   Status s = forward(f, nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
   buf.poison_grads(nullptr);
-  s = backward(args);
+  s = c.small ? small_tier_backward(args, nullptr) : backward(args);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<double> ours[3] = {to_host(args.dq), to_host(args.dk), to_host(args.dv)};

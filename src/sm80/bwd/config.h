@@ -134,6 +134,17 @@ inline constexpr Sm80BwdOptions kSm80BwdD256Small{.head_dim = 256, .block_m = 64
                                                   .sdp_key_warps = 1, .dkv_key_warps = 1, .dq_row_warps = 1,
                                                   .dq_passes = 2, .double_buffer = false};
 
+// The small tier's feature kernels (window / softcap / ALiBi): the small tiles with the score
+// pass in two query slices at D=64 / 128, as the full tier's feature kernels take them for
+// registers; D=256's S^T tile is one m16 tile by 16 queries, too narrow to slice: the plain one.
+inline constexpr Sm80BwdOptions kSm80BwdD64SmallFeature{.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8,
+                                                        .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4,
+                                                        .sdp_slices = 2};
+inline constexpr Sm80BwdOptions kSm80BwdD128SmallFeature{.head_dim = 128, .block_m = 64, .block_n = 64, .warps = 8,
+                                                         .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                         .sdp_slices = 2, .double_buffer = false};
+inline constexpr Sm80BwdOptions kSm80BwdD256SmallFeature = kSm80BwdD256Small;
+
 // A configuration's varlen twin (packed batches, one sequence per blockIdx.z; kernel_args.h
 // Sm80BwdVarlenArgs): the same tiles, every varlen branch of the kernel `if constexpr`, so the
 // dense kernels keep their code.

@@ -126,6 +126,10 @@ Status run_bwd_feature(const detail::BwdParams& p, cudaStream_t stream);
 // kSm80BwdD*Small, bwd/config.h), both mask kinds, for devices bwd/select.h puts in the small tier.
 template <int D, bool Bf16>
 Status run_bwd_small(const detail::BwdParams& p, cudaStream_t stream);
+// The small tier's window / softcap / ALiBi kernels (bwd/instantiations/bwd_d*_small_feature.cu:
+// kSm80BwdD*SmallFeature with the kLocal mask).
+template <int D, bool Bf16>
+Status run_bwd_small_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 // Varlen (packed) batches (bwd/instantiations/bwd_d{64,128,256}_varlen.cu, bwd/launch_varlen.h):
 // the plain configuration's varlen twin, both mask kinds, and the feature configuration's with the
@@ -134,5 +138,10 @@ template <int D, bool Bf16>
 Status run_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_bwd_varlen_feature(const detail::BwdParams& p, cudaStream_t stream);
+// The same twins of the small tier's configurations (bwd/instantiations/bwd_d*_small_varlen.cu).
+template <int D, bool Bf16>
+Status run_bwd_small_varlen(const detail::BwdParams& p, cudaStream_t stream);
+template <int D, bool Bf16>
+Status run_bwd_small_varlen_feature(const detail::BwdParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm80

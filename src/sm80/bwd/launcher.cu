@@ -23,6 +23,33 @@ constexpr int kBwdHeadDims[] = {64, 128, 256};
 // those tests passed on a device (tests/cpu/test_dispatch.cpp's feature block follows it).
 constexpr bool kServeFeatures = true;
 
+// One tier's kernels of a head dim and dtype, by call (bwd/launch.h declares them and
+// bwd/instantiations define them).
+struct BwdRuns {
+  using Run = Status (*)(const BwdParams&, cudaStream_t);
+  Run plain, feature, varlen, varlen_feature;
+  Run pick(const BwdParams& p) const {
+    return p.varlen() ? (p.has_features() ? varlen_feature : varlen) : (p.has_features() ? feature : plain);
+  }
+};
+template <int D, bool Bf16>
+constexpr BwdRuns kFullRuns{sm80::run_bwd<D, Bf16>, sm80::run_bwd_feature<D, Bf16>, sm80::run_bwd_varlen<D, Bf16>,
+                            sm80::run_bwd_varlen_feature<D, Bf16>};
+template <int D, bool Bf16>
+constexpr BwdRuns kSmallRuns{sm80::run_bwd_small<D, Bf16>, sm80::run_bwd_small_feature<D, Bf16>,
+                             sm80::run_bwd_small_varlen<D, Bf16>, sm80::run_bwd_small_varlen_feature<D, Bf16>};
+template <int D, bool Bf16>
+const BwdRuns& tier_runs(bool small) {
+  return small ? kSmallRuns<D, Bf16> : kFullRuns<D, Bf16>;
+}
+const BwdRuns& runs_for(int hd, bool bf16, bool small) {
+  switch (hd) {
+    case 64: return bf16 ? tier_runs<64, true>(small) : tier_runs<64, false>(small);
+    case 128: return bf16 ? tier_runs<128, true>(small) : tier_runs<128, false>(small);
+    default: return bf16 ? tier_runs<256, true>(small) : tier_runs<256, false>(small);
+  }
+}
+
 }  // namespace
 
 // Every d, d_v up to 256 runs on the smallest of the 64/128/256 kernels covering both, with
@@ -63,51 +90,16 @@ Status sm80_backward(const BwdParams& p, cudaStream_t stream) {
 }
 
 // The kernel set is bwd/select.h's tier for smem_optin: the full tier's tiles are sized for the
-// 163-227 KB of A100 / H100 class parts, the small tier's for sm86 / sm89's 99 KB. Calls no
-// kernel of the tier serves (every call below the small tier; window / softcap / ALiBi and varlen
-// below the full one: the small tier has no feature or varlen kernels) go to the naive
-// reference, so they are still answered correctly. Precondition: sm80_backward's, and
-// smem_optin at most the current device's (a kernel over the device's limit would not launch).
+// 163-227 KB of A100 / H100 class parts, the small tier's for sm86 / sm89's 99 KB; each tier has
+// plain, feature (window / softcap / ALiBi) and varlen kernels. Below the small tier every call
+// goes to the naive reference, so it is still answered correctly. Precondition: sm80_backward's,
+// and smem_optin at most the current device's (a kernel over the device's limit would not launch).
 Status sm80_backward_for_smem(const BwdParams& p, int smem_optin, cudaStream_t stream) {
-  const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   const sm80::Sm80BwdTier tier = sm80::sm80_bwd_tier(smem_optin);
-  const bool feature = p.has_features();
-  if (tier == sm80::Sm80BwdTier::kNone || ((feature || p.varlen()) && tier != sm80::Sm80BwdTier::kFull))
-    return reference_backward(p, stream);
+  if (tier == sm80::Sm80BwdTier::kNone) return reference_backward(p, stream);
+  const int hd = covering_head_dim(kBwdHeadDims, p.d, p.d_v);
   const bool bf16 = p.dtype == ElemType::kBFloat16;
-  if (p.varlen()) {
-    if (feature) {
-      switch (hd) {
-        case 64: return bf16 ? sm80::run_bwd_varlen_feature<64, true>(p, stream) : sm80::run_bwd_varlen_feature<64, false>(p, stream);
-        case 128: return bf16 ? sm80::run_bwd_varlen_feature<128, true>(p, stream) : sm80::run_bwd_varlen_feature<128, false>(p, stream);
-        default: return bf16 ? sm80::run_bwd_varlen_feature<256, true>(p, stream) : sm80::run_bwd_varlen_feature<256, false>(p, stream);
-      }
-    }
-    switch (hd) {
-      case 64: return bf16 ? sm80::run_bwd_varlen<64, true>(p, stream) : sm80::run_bwd_varlen<64, false>(p, stream);
-      case 128: return bf16 ? sm80::run_bwd_varlen<128, true>(p, stream) : sm80::run_bwd_varlen<128, false>(p, stream);
-      default: return bf16 ? sm80::run_bwd_varlen<256, true>(p, stream) : sm80::run_bwd_varlen<256, false>(p, stream);
-    }
-  }
-  if (tier == sm80::Sm80BwdTier::kSmall) {
-    switch (hd) {
-      case 64: return bf16 ? sm80::run_bwd_small<64, true>(p, stream) : sm80::run_bwd_small<64, false>(p, stream);
-      case 128: return bf16 ? sm80::run_bwd_small<128, true>(p, stream) : sm80::run_bwd_small<128, false>(p, stream);
-      default: return bf16 ? sm80::run_bwd_small<256, true>(p, stream) : sm80::run_bwd_small<256, false>(p, stream);
-    }
-  }
-  if (feature) {
-    switch (hd) {
-      case 64: return bf16 ? sm80::run_bwd_feature<64, true>(p, stream) : sm80::run_bwd_feature<64, false>(p, stream);
-      case 128: return bf16 ? sm80::run_bwd_feature<128, true>(p, stream) : sm80::run_bwd_feature<128, false>(p, stream);
-      default: return bf16 ? sm80::run_bwd_feature<256, true>(p, stream) : sm80::run_bwd_feature<256, false>(p, stream);
-    }
-  }
-  switch (hd) {
-    case 64: return bf16 ? sm80::run_bwd<64, true>(p, stream) : sm80::run_bwd<64, false>(p, stream);
-    case 128: return bf16 ? sm80::run_bwd<128, true>(p, stream) : sm80::run_bwd<128, false>(p, stream);
-    default: return bf16 ? sm80::run_bwd<256, true>(p, stream) : sm80::run_bwd<256, false>(p, stream);
-  }
+  return runs_for(hd, bf16, tier == sm80::Sm80BwdTier::kSmall).pick(p)(p, stream);
 }
 
 }  // namespace flashattn::detail

@@ -21,7 +21,7 @@ inline constexpr int kSm86SmemOptin = 101376;
 
 enum class Sm80BwdTier {
   kFull,   // the A/B-chosen kernels, plain and feature (kSm80BwdD64 / D128 / D256 and *Feature)
-  kSmall,  // kSm80BwdD{64,128,256}Small for plain calls; feature calls go to the naive reference
+  kSmall,  // kSm80BwdD{64,128,256}Small and *SmallFeature, and their varlen twins
   kNone,   // nothing fits: every call goes to the naive reference
 };
 
@@ -31,10 +31,12 @@ inline constexpr int kSm80BwdFullSmem =
     std::max({Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD256>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Feature>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD128Feature>::kSmemBytes, Sm80BwdConfig<kSm80BwdD256Feature>::kSmemBytes});
-// The same for the small tier's kernels.
+// The same for the small tier's kernels (the varlen twins take their configurations' tiles).
 inline constexpr int kSm80BwdSmallSmem =
     std::max({Sm80BwdConfig<kSm80BwdD64Small>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128Small>::kSmemBytes,
-              Sm80BwdConfig<kSm80BwdD256Small>::kSmemBytes});
+              Sm80BwdConfig<kSm80BwdD256Small>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64SmallFeature>::kSmemBytes,
+              Sm80BwdConfig<kSm80BwdD128SmallFeature>::kSmemBytes,
+              Sm80BwdConfig<kSm80BwdD256SmallFeature>::kSmemBytes});
 
 static_assert(kSm80BwdSmallSmem <= kSm86SmemOptin, "the small tier must fit sm86 / sm89's 99 KB");
 static_assert(kSm80BwdFullSmem <= 163 * 1024, "the full tier must fit an A100's 163 KB");
