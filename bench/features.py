@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Cost of the sliding window, softcap and ALiBi (issue 17) in the forward, bf16, one process,
-CUDA-graph replays timed with triton's do_bench median.
+"""Cost of the sliding window, softcap and ALiBi (issue 17), forward or backward, bf16, one
+process, CUDA-graph replays timed with triton's do_bench median.
 
 TFLOPS count the visible (query, key) pairs only: 4 * D per pair per head, so a window's
 TFLOPS compare directly with the full causal kernel's (the issue's bar: >= 90% of it at
@@ -9,6 +9,9 @@ them (the issue's bars: softcap <= 15% at D=128, <= 30% at D=64; ALiBi <= 5%).
 
     python bench/features.py                 # D = 64, 128; S = 16k (B = 1, H = 2048 / D)
     python bench/features.py --seqlen 8192 --dims 128
+    python bench/features.py --direction bwd  # the backward: autograd.grad after an untimed forward
+
+The backward counts 2.5x the forward's FLOPs per visible pair (as compare.py's backward).
 """
 import argparse
 import sys
@@ -22,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import bench_ms, flashattn  # noqa: E402
 
 
-def graph_ms(fn):
-    return bench_ms(fn, 25, 200, timer="graph")
+def graph_ms(fn, stream=None):
+    return bench_ms(fn, 25, 200, timer="graph", stream=stream)
 
 
 def visible_pairs(S, causal, left):
@@ -41,20 +44,35 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqlen", type=int, default=16384)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
     args = ap.parse_args()
+    bwd = args.direction == "bwd"
     S = args.seqlen
     print(f"{'case':<30}{'D':>5}{'ms':>9}{'TFLOPS':>9}{'vs base':>9}")
     for D in [int(x) for x in args.dims.split(",")]:
         H = 2048 // D
-        q, k, v = (torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q, k, v = (torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=bwd)
+                   for _ in range(3))
+        dout = torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16)
         slopes = torch.rand(H, device="cuda", dtype=torch.float32) * 0.1
 
         def run(name, causal, base=None, **kw):
-            fn = lambda: flashattn.flash_attn_func(q, k, v, causal=causal, backend=args.backend, **kw)  # noqa: E731
-            with torch.no_grad():
-                ms = graph_ms(fn)
+            call = lambda: flashattn.flash_attn_func(q, k, v, causal=causal, backend=args.backend, **kw)  # noqa: E731
+            if bwd:
+                # One untimed forward on a side stream; autograd runs its backward on that
+                # stream, so the graph is captured there (as compare.py and varlen.py do).
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    out = call()
+                fn = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
+                ms = graph_ms(fn, stream)
+            else:
+                with torch.no_grad():
+                    ms = graph_ms(call)
             left = kw.get("window_size", (-1, -1))[0]
-            tf = 4.0 * visible_pairs(S, causal, left) * D * H / ms * 1e-9
+            flops_per_pair = 4.0 * D * (2.5 if bwd else 1.0)
+            tf = flops_per_pair * visible_pairs(S, causal, left) * H / ms * 1e-9
             ratio = f"{ms / base:>9.3f}" if base else f"{'':>9}"
             print(f"{name:<30}{D:>5}{ms:>9.3f}{tf:>9.1f}{ratio}")
             return ms
