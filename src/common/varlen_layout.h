@@ -22,11 +22,15 @@ namespace flashattn::detail {
 struct VarlenRows {
   int start = 0, len = 0;
 };
-__host__ __device__ __forceinline__ VarlenRows varlen_rows(const int* cu, int b, int max_len, int total) {
-  const int64_t s = min(max(static_cast<int64_t>(cu[b]), int64_t{0}), static_cast<int64_t>(total));
-  const int64_t end = static_cast<int64_t>(cu[b + 1]);
+// From the two offsets cu[b], cu[b + 1] (a kernel may load them early and clamp them later).
+__host__ __device__ __forceinline__ VarlenRows varlen_rows_of(int cu_b, int cu_b1, int max_len, int total) {
+  const int64_t s = min(max(static_cast<int64_t>(cu_b), int64_t{0}), static_cast<int64_t>(total));
+  const int64_t end = static_cast<int64_t>(cu_b1);
   const int64_t len = max(int64_t{0}, min(min(end - s, static_cast<int64_t>(max_len)), total - s));
   return {static_cast<int>(s), static_cast<int>(len)};
+}
+__host__ __device__ __forceinline__ VarlenRows varlen_rows(const int* cu, int b, int max_len, int total) {
+  return varlen_rows_of(cu[b], cu[b + 1], max_len, total);
 }
 
 // The padded scratch layout of the query side.
@@ -38,8 +42,10 @@ struct VarlenLayout {
   __host__ __device__ static int64_t num_blocks(int total_q, int num_seqs) {
     return (static_cast<int64_t>(total_q) + kBlockM - 1) / kBlockM + num_seqs;
   }
-  __device__ __forceinline__ int64_t first_block(int b) const {
-    const int64_t q0 = min(max(static_cast<int64_t>(cu_q[b]), int64_t{0}), static_cast<int64_t>(total_q));
+  __device__ __forceinline__ int64_t first_block(int b) const { return first_block_of(cu_q[b], b, total_q); }
+  // The same from the offset cu_q[b].
+  __host__ __device__ static int64_t first_block_of(int cu_b, int b, int total_q) {
+    const int64_t q0 = min(max(static_cast<int64_t>(cu_b), int64_t{0}), static_cast<int64_t>(total_q));
     return (q0 + static_cast<int64_t>(b) * kBlockM) / kBlockM;
   }
   // The sequence whose padded blocks hold block t (its rows and block index m), or -1: the last

@@ -66,8 +66,14 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       n_block = in.order.num_m_blocks - 1 - rank_from_end;
     }
   }
-  const VarlenRows qs = varlen_rows(in.cu_q, seq, in.sq, in.total_q);
-  const VarlenRows ks = varlen_rows(in.cu_k, seq, in.sk, in.total_k);
+  // The sequence's offsets are loaded first and used after the barrier setup, whose
+  // initialisation and CTA sync then run under the loads' latency (at short sequences a CTA is
+  // a few microseconds long, and the dense kernel has no such round trip before its first TMA).
+  const int cu_q0 = in.cu_q[seq], cu_q1 = in.cu_q[seq + 1], cu_k0 = in.cu_k[seq], cu_k1 = in.cu_k[seq + 1];
+  __shared__ BwdBarriers<Cfg> bars;
+  bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
+  const VarlenRows qs = varlen_rows_of(cu_q0, cu_q1, in.sq, in.total_q);
+  const VarlenRows ks = varlen_rows_of(cu_k0, cu_k1, in.sk, in.total_k);
   if (n_block * Cfg::kBlockN >= ks.len) return;  // no key of the sequence: nothing to write
 
   // The sequence's own problem: its lengths, and dK / dV from its first key row.
@@ -79,10 +85,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   // The sequence's first padded block (< num_m_blocks; 32-bit block and turn indices below: the
   // dQ writer thread has 24 registers, and sm90_supports bounds hq * num_m_blocks and num_seqs *
   // hq * turn_m_blocks by 2^31).
-  const int first_block = static_cast<int>(
-      VarlenLayout<Cfg::kBlockM>{in.cu_q, 0, in.sq, in.total_q}.first_block(seq));  // first_block reads no count
+  const int first_block = static_cast<int>(VarlenLayout<Cfg::kBlockM>::first_block_of(cu_q0, seq, in.total_q));
 
-  __shared__ BwdBarriers<Cfg> bars;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t smem = (raw + Cfg::kSmemAlign - 1) & ~(Cfg::kSmemAlign - 1);
@@ -107,8 +111,6 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       m_first = mr.lo + static_cast<int>(static_cast<long long>(n_block) * (mr.hi - mr.lo) / seq_n_blocks);
     }
   }
-
-  bwd_kernel_setup(bars, &tmQ, &tmK, &tmV, &tmDo);
 
   if (warpgroup == 0) {
     setmaxnreg_dec<Cfg::kProducerRegs>();

@@ -41,6 +41,7 @@ using BwdVarlenArgsOf =
                        std::conditional_t<Cfg::kGroupedOrder, Sm90BwdVarlenCausalArgs, Sm90BwdVarlenArgs>>;
 
 using detail::varlen_rows;
+using detail::varlen_rows_of;
 using detail::VarlenLayout;
 using detail::VarlenRows;
 
