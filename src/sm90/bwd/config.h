@@ -55,6 +55,10 @@ struct BwdConfig {
   // store_dkdv); not kSplitD, whose dQ writer may still read the stages at the end, nor the
   // D=64 window kernel (spilled 12 B with it).
   static constexpr bool kStagedDkDv = !kSplitD && !(kHeadDim == 64 && kLocal);
+  // The feature kernel's score pass in a second copy without the softcap and ALiBi work, taken
+  // by calls with a window alone (bwd/mainloop.h); not at D=64, whose kernel spilled 308 bytes
+  // with the second copy.
+  static constexpr bool kWindowOnlyPass = kLocal && kHeadDim != 64;
   // Arrivals that free a ring stage: every MMA thread (each after its own reads of the stage's
   // lse and dsum), or kDqInStage the dQ writer once it has read the dQ staged over the stage.
   static constexpr int kRingReleases = kDqInStage ? 1 : 128 * kNumMmaWarpgroups;

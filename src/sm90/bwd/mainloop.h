@@ -145,7 +145,16 @@ struct BwdMma {
     const int q4 = t & 3;
     const int key_a = key0 + row_local(), key_b = key_a + 8;
     if constexpr (Kind == MaskKind::kLocal) {
-      step_scores_local(rS, rdP, lse, dsum, key_a, m0, need_mask, args, alibi_coef);
+      // Softcap and ALiBi are run-time switches of the kernel; kWindowOnlyPass: a call with
+      // neither (a window alone) takes a copy of the score pass without their per-score work.
+      if constexpr (Cfg::kWindowOnlyPass) {
+        if (args.softcap_scale > 0.f || alibi_coef != 0.f)
+          step_scores_local<true>(rS, rdP, lse, dsum, key_a, m0, need_mask, args, alibi_coef);
+        else
+          step_scores_local<false>(rS, rdP, lse, dsum, key_a, m0, need_mask, args, alibi_coef);
+      } else {
+        step_scores_local<true>(rS, rdP, lse, dsum, key_a, m0, need_mask, args, alibi_coef);
+      }
     } else {
 #pragma unroll
       for (int j = 0; j < kS / 4; ++j) {
@@ -194,12 +203,13 @@ struct BwdMma {
   // window [key_begin(m), key_end(m)); dS = P (dP - dsum), times 1 - t^2 under softcap (the
   // derivative of softcap * tanh(scale S / softcap) w.r.t. scale S; dK's and dQ's final
   // `* scale` supply the rest).
-  template <class Args>
+  // kMods: the softcap and ALiBi switches are read (else both are off).
+  template <bool kMods, class Args>
   __device__ __forceinline__ void step_scores_local(float (&rS)[kS], float (&rdP)[kS], const float* lse, const float* dsum,
                                                     int key_a, int m0, bool need_mask, const Args& args,
                                                     float alibi_coef) const {
     const int q4 = t & 3;
-    const bool softcap = args.softcap_scale > 0.f;
+    const bool softcap = kMods && args.softcap_scale > 0.f;
     // Element (j, e) sits at query m0 + 8j + 2q4 + (e & 1), key key_a + 8 ((e >> 1) & 1): its
     // distance i + sk - sq - j is d0 + c, c = 8j + (e & 1) - 8 ((e >> 1) & 1) a compile-time
     // constant. ALiBi takes it in float (one conversion per step; exact below 2^24), the window
@@ -226,8 +236,12 @@ struct BwdMma {
         const int i = 4 * j + e;
         const float di = (e & 1) ? ds.y : ds.x;
         // d x / d (scale S) in units of softcap: 1 - t^2 (1 without softcap).
-        const float g = softcap ? fmaf(-rS[i], rS[i], 1.f) : 1.f;
-        rdP[i] = (rdP[i] - di) * g;
+        if constexpr (kMods) {
+          const float g = softcap ? fmaf(-rS[i], rS[i], 1.f) : 1.f;
+          rdP[i] = (rdP[i] - di) * g;
+        } else {
+          rdP[i] = rdP[i] - di;
+        }
       }
     }
 #pragma unroll
@@ -238,7 +252,7 @@ struct BwdMma {
         const int i = 4 * j + e;
         const float li = (e & 1) ? l.y : l.x;
         const int c = 8 * j + (e & 1) - 8 * ((e >> 1) & 1);
-        const float x = fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[i]);
+        const float x = kMods ? fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[i]) : rS[i];
         float p = arch::ex2_approx_ftz(x * args.scale_log2 - li);
         if (need_mask) {
           const bool key_in = (e & 2) ? key_b_in : key_a_in;
