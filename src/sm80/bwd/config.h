@@ -27,6 +27,9 @@ struct Sm80BwdOptions {
   bool swizzle = true;         // XOR-swizzled 16-B chunks
   bool double_buffer = true;   // Q, dO, lse, dsum of the next query block load under this one's math
   bool vector_atomics = true;  // dQ added two floats per atomic where the arch has it (sm_90+)
+  // Feature (kLocal) kernels: a second copy of the score pass without softcap's and ALiBi's
+  // per-score work, taken by calls with a window alone (bwd/kernel.h local_scores).
+  bool window_only_pass = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -44,6 +47,7 @@ struct Sm80BwdConfig {
   // TileLoader (smem_tile.h) reads these names: plain row-predicated loads, no strided walk.
   static constexpr bool kStridedLoads = false;
   static constexpr bool kVarlen = false;  // Sm80BwdVarlen below
+  static constexpr bool kWindowOnlyPass = O.window_only_pass;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -105,14 +109,17 @@ inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .bl
                                              .dq_passes = 2, .double_buffer = false};
 // The feature kernels (window / softcap / ALiBi, MaskKind::kLocal): the score pass (window,
 // tanh, ALiBi terms) needs registers the single-slice S^T tiles of D=64 / D=128 do not leave
-// (ptxas spills), so their S^T tiles are computed in two query slices; D=256 is the plain one.
+// (ptxas spills), so their S^T tiles are computed in two query slices; D=256 takes the plain
+// tiles. All three carry the window-only score pass (0 spills with it, sm_80 and sm_90a).
 inline constexpr Sm80BwdOptions kSm80BwdD64Feature{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
                                                    .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4,
-                                                   .sdp_slices = 2};
+                                                   .sdp_slices = 2, .window_only_pass = true};
 inline constexpr Sm80BwdOptions kSm80BwdD128Feature{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
                                                     .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                                    .sdp_slices = 2};
-inline constexpr Sm80BwdOptions kSm80BwdD256Feature = kSm80BwdD256;
+                                                    .sdp_slices = 2, .window_only_pass = true};
+inline constexpr Sm80BwdOptions kSm80BwdD256Feature{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
+                                                    .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                                    .dq_passes = 2, .double_buffer = false, .window_only_pass = true};
 
 // Small-shared-memory kernels (bwd/select.h picks them): the tiles above need 145-162 KB, more
 // than the 99 KB a block may opt into on sm86 / sm89 parts (A10, L4, L40, RTX 30 / 40), where the
@@ -139,10 +146,10 @@ inline constexpr Sm80BwdOptions kSm80BwdD256Small{.head_dim = 256, .block_m = 64
 // registers; D=256's S^T tile is one m16 tile by 16 queries, too narrow to slice: the plain one.
 inline constexpr Sm80BwdOptions kSm80BwdD64SmallFeature{.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8,
                                                         .sdp_key_warps = 4, .dkv_key_warps = 4, .dq_row_warps = 4,
-                                                        .sdp_slices = 2};
+                                                        .sdp_slices = 2, .window_only_pass = true};
 inline constexpr Sm80BwdOptions kSm80BwdD128SmallFeature{.head_dim = 128, .block_m = 64, .block_n = 64, .warps = 8,
                                                          .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                                         .sdp_slices = 2, .double_buffer = false};
+                                                         .sdp_slices = 2, .double_buffer = false, .window_only_pass = true};
 inline constexpr Sm80BwdOptions kSm80BwdD256SmallFeature = kSm80BwdD256Small;
 
 // A configuration's varlen twin (packed batches, one sequence per blockIdx.z; kernel_args.h

@@ -66,16 +66,17 @@ struct BwdDsShape {
 // in-place passes as sm90's step_scores_local, so no per-element value outlives its pass (the
 // dK / dV accumulators leave few registers).
 // lse / dsum: the stage's rows as float2 pairs, stat0 the slice's first 8-row group.
-template <int kNTq, class Args>
+// kMods: the softcap and ALiBi switches are read (else both are off: a window-only call).
+template <int kNTq, bool kMods, class Args>
 __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[kNTq][4], const float2* lse,
                                              const float2* dsum, const Args& p, int sq, int sk, int b, int h,
                                              int q0, int key_r, int stat0, int lane, bool need_mask) {
-  const bool softcap = p.softcap_scale > 0.f;
+  const bool softcap = kMods && p.softcap_scale > 0.f;
   // ALiBi: -slope * |i + sk - sq - j| in units of the score exp2 takes (S, or t under softcap),
   // as the forward adds it. Read per slice (an L1 hit after the first): kept across the block,
   // it is one more live register where the D=256 kernel has none to spare.
   float alibi_coef = 0.f;
-  if (p.alibi != nullptr) alibi_coef = -p.alibi[b * p.alibi_bstride + h] * detail::kLog2e / p.scale_log2;
+  if (kMods && p.alibi != nullptr) alibi_coef = -p.alibi[b * p.alibi_bstride + h] * detail::kLog2e / p.scale_log2;
   const int d0 = q0 + 2 * (lane & 3) + (sk - sq) - key_r;
   const float diag0 = static_cast<float>(d0);
   const int win_base = d0 + p.window_right;
@@ -92,8 +93,12 @@ __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[k
     const float2 ds = dsum[(stat0 + nt) * 4 + (lane & 3)];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float g = softcap ? fmaf(-rS[nt][e], rS[nt][e], 1.f) : 1.f;
-      rP[nt][e] = (rP[nt][e] - ((e & 1) ? ds.y : ds.x)) * g;
+      if constexpr (kMods) {
+        const float g = softcap ? fmaf(-rS[nt][e], rS[nt][e], 1.f) : 1.f;
+        rP[nt][e] = (rP[nt][e] - ((e & 1) ? ds.y : ds.x)) * g;
+      } else {
+        rP[nt][e] = rP[nt][e] - ((e & 1) ? ds.y : ds.x);
+      }
     }
   }
 #pragma unroll
@@ -102,7 +107,7 @@ __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[k
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int c = 8 * nt + (e & 1) - 8 * (e >> 1);
-      const float x = fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[nt][e]);
+      const float x = kMods ? fmaf(alibi_coef, fabsf(diag0 + static_cast<float>(c)), rS[nt][e]) : rS[nt][e];
       float pv = arch::ex2_approx_ftz(fmaf(x, p.scale_log2, -((e & 1) ? l.y : l.x)));
       if (need_mask) {
         const bool key_in = (e & 2) ? key_b_in : key_a_in;
@@ -331,7 +336,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               }
             }
           } else {
-            local_scores(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r, q_off / 8, lane, need_mask);
+            // Softcap and ALiBi are run-time switches; kWindowOnlyPass: a call with neither takes
+            // a copy of the pass without their per-score work.
+            if constexpr (Cfg::kWindowOnlyPass) {
+              if (p.softcap_scale > 0.f || p.alibi != nullptr)
+                local_scores<kNTq, true>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
+                                         q_off / 8, lane, need_mask);
+              else
+                local_scores<kNTq, false>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
+                                          q_off / 8, lane, need_mask);
+            } else {
+              local_scores<kNTq, true>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
+                                       q_off / 8, lane, need_mask);
+            }
           }
           constexpr int kRowBytes = kBM * 2;
 #pragma unroll
