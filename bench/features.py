@@ -79,13 +79,21 @@ def main():
 
         causal_ms = run("causal", True)
         run("feature kernel, (-1, 0)", True, base=causal_ms, window_size=(-1, 0))
-        run("window (1024, 0)", True, window_size=(1024, 0))
+        w_ms = run("window (1024, 0)", True, window_size=(1024, 0))
+        # ALiBi slopes of zero: the same result through the kernels' softcap / ALiBi score pass,
+        # against which the window-only pass is timed in the same run.
+        run("  + zero ALiBi (mods pass)", True, base=w_ms, window_size=(1024, 0), alibi_slopes=slopes * 0)
         run("window (4096, 0)", True, window_size=(4096, 0))
         run("softcap 30, causal", True, base=causal_ms, softcap=30.0)
+        # The same calls through the feature kernel (a window that hides nothing): the dense
+        # kernels' softcap / ALiBi twins (sm90, D=64 and D=128) are timed against it.
+        run("  on the feature kernel", True, base=causal_ms, softcap=30.0, window_size=(-1, 0))
         full_ms = run("full", False)
         run("softcap 30, full", False, base=full_ms, softcap=30.0)
+        run("  on the feature kernel", False, base=full_ms, softcap=30.0, window_size=(S, S))
         run("alibi, causal", True, base=causal_ms, alibi_slopes=slopes)
         run("alibi, full", False, base=full_ms, alibi_slopes=slopes)
+        run("  on the feature kernel", False, base=full_ms, alibi_slopes=slopes, window_size=(S, S))
 
 
 if __name__ == "__main__":
