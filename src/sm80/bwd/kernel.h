@@ -93,12 +93,8 @@ __device__ __forceinline__ void local_scores(float (&rS)[kNTq][4], float (&rP)[k
     const float2 ds = dsum[(stat0 + nt) * 4 + (lane & 3)];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if constexpr (kMods) {
-        const float g = softcap ? fmaf(-rS[nt][e], rS[nt][e], 1.f) : 1.f;
-        rP[nt][e] = (rP[nt][e] - ((e & 1) ? ds.y : ds.x)) * g;
-      } else {
-        rP[nt][e] = rP[nt][e] - ((e & 1) ? ds.y : ds.x);
-      }
+      const float g = softcap ? fmaf(-rS[nt][e], rS[nt][e], 1.f) : 1.f;  // softcap: false when !kMods
+      rP[nt][e] = (rP[nt][e] - ((e & 1) ? ds.y : ds.x)) * g;
     }
   }
 #pragma unroll
@@ -338,17 +334,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           } else {
             // Softcap and ALiBi are run-time switches; kWindowOnlyPass: a call with neither takes
             // a copy of the pass without their per-score work.
-            if constexpr (Cfg::kWindowOnlyPass) {
-              if (p.softcap_scale > 0.f || p.alibi != nullptr)
-                local_scores<kNTq, true>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
-                                         q_off / 8, lane, need_mask);
-              else
-                local_scores<kNTq, false>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
-                                          q_off / 8, lane, need_mask);
-            } else {
+            if (!Cfg::kWindowOnlyPass || p.softcap_scale > 0.f || p.alibi != nullptr)
               local_scores<kNTq, true>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
                                        q_off / 8, lane, need_mask);
-            }
+            else if constexpr (Cfg::kWindowOnlyPass)
+              local_scores<kNTq, false>(rS[mt], rP[mt], lse, dsum, p, len_q(), len_k(), b, h, m0 + q_off, key_r,
+                                        q_off / 8, lane, need_mask);
           }
           constexpr int kRowBytes = kBM * 2;
 #pragma unroll
