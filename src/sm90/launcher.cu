@@ -39,6 +39,14 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
   if (p.has_features()) {
+    // Softcap / ALiBi without a window on a dense call: the dense kernels with the switches.
+    if (!p.has_window() && !p.varlen()) {
+      switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
+        case 64: return bf16 ? sm90::run_fwd_score_mod<64, true>(p, stream) : sm90::run_fwd_score_mod<64, false>(p, stream);
+        case 128: return bf16 ? sm90::run_fwd_score_mod<128, true>(p, stream) : sm90::run_fwd_score_mod<128, false>(p, stream);
+        default: break;  // the feature kernel below
+      }
+    }
     switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
       case 64: return bf16 ? sm90::run_fwd_feature<64, true>(p, stream) : sm90::run_fwd_feature<64, false>(p, stream);
       case 96: return bf16 ? sm90::run_fwd_feature<96, true>(p, stream) : sm90::run_fwd_feature<96, false>(p, stream);

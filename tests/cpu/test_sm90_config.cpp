@@ -166,6 +166,23 @@ TEST(Sm90Config, ShippedChoices) {
 
 }  // namespace
 
+// The softcap / ALiBi twins of the dense kernels keep the dense entries' tiles, groups, mask and
+// stream-K tail: only the switches differ (tile_table.h score_mod_table).
+TEST(Sm90Config, ScoreModTwinsAreTheDenseEntries) {
+  for (int d : {64, 128})
+    for (bool bf16 : {false, true})
+      for (bool causal : {false, true})
+        for (bool short_causal : {false, true}) {
+          Sm90FwdOptions o = score_mod_table(d, bf16, causal, short_causal);
+          EXPECT_TRUE(o.softcap);
+          o.softcap = false;
+          EXPECT_TRUE(o == tile_table(d, bf16, causal, short_causal)) << d << " " << causal << " " << short_causal;
+        }
+  EXPECT_TRUE(score_mod_table(64, true, false).stream_k);
+  EXPECT_EQ(score_mod_table(64, true, true).consumer_wgs, 3);
+  EXPECT_EQ(score_mod_table(64, true, true, true).consumer_wgs, 2);
+}
+
 // Which kernel serves a head dim: the smallest instantiated one covering both q/k's and v's.
 TEST(Sm90Config, KernelHeadDimCoversTheCall) {
   using flashattn::sm90::bwd_kernel_head_dim;

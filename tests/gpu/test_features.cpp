@@ -63,6 +63,13 @@ std::vector<FeatureCase> cases() {
       cs.push_back({d, 513, 700, 8, 2, false, -1, -1, 0.f, 1, DType::kFloat16, be});
       cs.push_back({d, 700, 513, 8, 2, true, -1, -1, 0.f, 2, DType::kBFloat16, be});
       cs.push_back({d, 640, 640, 4, 1, true, 256, 0, 30.f, 2, DType::kBFloat16, be});
+      // Softcap with ALiBi and no window at lengths past D=64's short-causal entry (its three
+      // consumer groups) and with a partial last wave (the stream-K tail of non-causal calls):
+      // the dense kernels' softcap / ALiBi twins at D=64 and D=128.
+      if (d == 64 || d == 128) {
+        cs.push_back({d, 2100, 2100, 2, 1, true, -1, -1, 30.f, 1, DType::kBFloat16, be});
+        cs.push_back({d, 1500, 1100, 4, 2, false, -1, -1, 50.f, 2, DType::kFloat16, be});
+      }
     }
   }
   return cs;

@@ -148,6 +148,11 @@ Status run_fwd_192_128(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_feature(const detail::FwdParams& p, cudaStream_t stream);
 
+// Dense calls with a softcap or ALiBi and no window, D=64 and D=128 (fwd_score_mod_d*.cu):
+// the dense entries with the softcap and ALiBi switches.
+template <int D, bool Bf16>
+Status run_fwd_score_mod(const detail::FwdParams& p, cudaStream_t stream);
+
 // Picks the table's configuration for the mask and length. Identical choices collapse into one
 // instantiation (same Sm90FwdConfig type).
 template <int D, bool Bf16>
@@ -175,6 +180,16 @@ template <int D, bool Bf16>
 Status run_fwd_feature_config(const detail::FwdParams& p, cudaStream_t stream) {
   if (p.varlen()) return launch_fwd<FeatureVarlenConfig<D, Bf16>>(p, stream);
   return launch_fwd<FeatureConfig<D, Bf16>>(p, stream);
+}
+
+// The dense entry's mask and length choice (run_fwd_any_mask) on the score-mod twins.
+template <int D, bool Bf16>
+Status run_fwd_score_mod_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
+  if (!p.causal) return launch_fwd<ScoreModConfig<D, Bf16, false>>(p, stream);
+  if constexpr (score_mod_table(D, Bf16, true, true) != score_mod_table(D, Bf16, true, false)) {
+    if (p.sq < short_causal_seqlen(D)) return launch_fwd<ScoreModConfig<D, Bf16, true, true>>(p, stream);
+  }
+  return launch_fwd<ScoreModConfig<D, Bf16, true, false>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

@@ -121,6 +121,19 @@ constexpr Sm90FwdOptions feature_table(int d, bool bf16) {
 template <int D, bool Bf16>
 using FeatureConfig = Sm90FwdConfig<feature_table(D, Bf16)>;
 
+// Softcap or ALiBi without a window on a dense call (issue 17): the dense entry itself with the
+// softcap and ALiBi switches, so such calls keep what the dense kernels have and the feature
+// kernel gives up for its window walk: the kCausal / kNone mask, the stream-K tail of
+// non-causal calls and, at D=64, three consumer groups. D=64 and D=128 (the head dims the
+// issue's bars name; sm90/launcher.cu): the others run these calls on the feature kernel.
+constexpr Sm90FwdOptions score_mod_table(int d, bool bf16, bool causal, bool short_causal = false) {
+  Sm90FwdOptions o = tile_table(d, bf16, causal, short_causal);
+  o.softcap = true;
+  return o;
+}
+template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
+using ScoreModConfig = Sm90FwdConfig<score_mod_table(D, Bf16, Causal, ShortCausal)>;
+
 // Packed variable-length batches with a window, softcap or ALiBi: the feature entry with the
 // varlen option (per-sequence lengths, causal and window bottom-right per sequence, ALiBi's
 // batch index the sequence's).
