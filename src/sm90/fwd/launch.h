@@ -153,15 +153,21 @@ Status run_fwd_feature(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_score_mod(const detail::FwdParams& p, cudaStream_t stream);
 
-// Picks the table's configuration for the mask and length. Identical choices collapse into one
-// instantiation (same Sm90FwdConfig type).
+// Picks a table's configuration for the mask and length; `Table` is tile_table, varlen_table
+// or score_mod_table (tile_table.h). Identical choices collapse into one instantiation (same
+// Sm90FwdConfig type).
+template <auto Table, int D, bool Bf16>
+Status run_fwd_table_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
+  if (!p.causal) return launch_fwd<Sm90FwdConfig<Table(D, Bf16, false, false)>>(p, stream);
+  if constexpr (Table(D, Bf16, true, true) != Table(D, Bf16, true, false)) {
+    if (p.sq < short_causal_seqlen(D)) return launch_fwd<Sm90FwdConfig<Table(D, Bf16, true, true)>>(p, stream);
+  }
+  return launch_fwd<Sm90FwdConfig<Table(D, Bf16, true, false)>>(p, stream);
+}
+
 template <int D, bool Bf16>
 Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  if (!p.causal) return launch_fwd<TableConfig<D, Bf16, false>>(p, stream);
-  if constexpr (tile_table(D, Bf16, true, true) != tile_table(D, Bf16, true, false)) {
-    if (p.sq < short_causal_seqlen(D)) return launch_fwd<TableConfig<D, Bf16, true, true>>(p, stream);
-  }
-  return launch_fwd<TableConfig<D, Bf16, true>>(p, stream);
+  return run_fwd_table_any_mask<tile_table, D, Bf16>(p, stream);
 }
 
 // Varlen tiles go one (sequence, head) pair at a time (no L2 grouping: measured equal on
@@ -169,11 +175,7 @@ Status run_fwd_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
 // short-causal entry when the longest query sequence is short, as the dense dispatch does.
 template <int D, bool Bf16>
 Status run_fwd_varlen_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  if (!p.causal) return launch_fwd<VarlenConfig<D, Bf16, false>>(p, stream);
-  if constexpr (varlen_table(D, Bf16, true, true) != varlen_table(D, Bf16, true, false)) {
-    if (p.sq < short_causal_seqlen(D)) return launch_fwd<VarlenConfig<D, Bf16, true, true>>(p, stream);
-  }
-  return launch_fwd<VarlenConfig<D, Bf16, true>>(p, stream);
+  return run_fwd_table_any_mask<varlen_table, D, Bf16>(p, stream);
 }
 
 template <int D, bool Bf16>
@@ -182,14 +184,10 @@ Status run_fwd_feature_config(const detail::FwdParams& p, cudaStream_t stream) {
   return launch_fwd<FeatureConfig<D, Bf16>>(p, stream);
 }
 
-// The dense entry's mask and length choice (run_fwd_any_mask) on the score-mod twins.
+// The dense entry's mask and length choice on the score-mod twins.
 template <int D, bool Bf16>
 Status run_fwd_score_mod_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
-  if (!p.causal) return launch_fwd<ScoreModConfig<D, Bf16, false>>(p, stream);
-  if constexpr (score_mod_table(D, Bf16, true, true) != score_mod_table(D, Bf16, true, false)) {
-    if (p.sq < short_causal_seqlen(D)) return launch_fwd<ScoreModConfig<D, Bf16, true, true>>(p, stream);
-  }
-  return launch_fwd<ScoreModConfig<D, Bf16, true, false>>(p, stream);
+  return run_fwd_table_any_mask<score_mod_table, D, Bf16>(p, stream);
 }
 
 }  // namespace flashattn::sm90

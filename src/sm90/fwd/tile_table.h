@@ -101,8 +101,6 @@ constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_
   if (d == 96) o.block_n = 128;
   return o;
 }
-template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
-using VarlenConfig = Sm90FwdConfig<varlen_table(D, Bf16, Causal, ShortCausal)>;
 
 // Sliding window and softcap (issue 17): the causal entry's tiles with the kLocal mask (masked
 // tiles at both ends of a window, the ones left of it never loaded) and the softcap switch; no
@@ -131,8 +129,6 @@ constexpr Sm90FwdOptions score_mod_table(int d, bool bf16, bool causal, bool sho
   o.softcap = true;
   return o;
 }
-template <int D, bool Bf16, bool Causal, bool ShortCausal = false>
-using ScoreModConfig = Sm90FwdConfig<score_mod_table(D, Bf16, Causal, ShortCausal)>;
 
 // Packed variable-length batches with a window, softcap or ALiBi: the feature entry with the
 // varlen option (per-sequence lengths, causal and window bottom-right per sequence, ALiBi's
