@@ -32,6 +32,15 @@ Status sm90_supports(const FwdParams& p) {
   return Status::Ok();
 }
 
+namespace {
+// The keys one query row may see under the call's window (its bounded form), at most Sk.
+int64_t window_width(const FwdParams& p) {
+  const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
+  const int64_t width = static_cast<int64_t>(w.left) + w.right + 1;
+  return width < p.sk ? width : p.sk;
+}
+}  // namespace
+
 // Precondition: choose_backend picked sm90 for p (device 9.0, sm90_supports ok).
 Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == ElemType::kBFloat16;
@@ -39,6 +48,17 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
   if (p.has_features()) {
+    // A window alone on a dense call: the causal kernels' tiles with the window mask, where
+    // they are faster than the feature kernel's (tile_table.h window_twin_serves).
+    const int kd = sm90::fwd_kernel_head_dim(p.d, p.d_v);
+    if (p.has_window() && p.softcap <= 0.f && p.alibi_slopes == nullptr && !p.varlen() &&
+        sm90::window_twin_serves(kd, p.sq, window_width(p))) {
+      switch (kd) {
+        case 64: return bf16 ? sm90::run_fwd_window<64, true>(p, stream) : sm90::run_fwd_window<64, false>(p, stream);
+        case 128: return bf16 ? sm90::run_fwd_window<128, true>(p, stream) : sm90::run_fwd_window<128, false>(p, stream);
+        default: break;  // the feature kernel below
+      }
+    }
     // Softcap / ALiBi without a window on a dense call: the dense kernels with the switches.
     if (!p.has_window() && !p.varlen()) {
       switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {

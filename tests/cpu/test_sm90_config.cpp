@@ -183,6 +183,27 @@ TEST(Sm90Config, ScoreModTwinsAreTheDenseEntries) {
   EXPECT_EQ(score_mod_table(64, true, true, true).consumer_wgs, 2);
 }
 
+// The window twins keep the dense causal entries' tiles and groups with the window mask, no
+// softcap switch and no stream-K tail (tile_table.h window_table); D=64's serves only wide
+// windows past the short-causal length, other head dims none.
+TEST(Sm90Config, WindowTwinsAreTheCausalEntries) {
+  for (int d : {64, 128})
+    for (bool bf16 : {false, true}) {
+      Sm90FwdOptions o = window_table(d, bf16);
+      EXPECT_EQ(o.mask, flashattn::MaskKind::kLocal);
+      EXPECT_FALSE(o.softcap);
+      EXPECT_FALSE(o.stream_k);
+      o.mask = flashattn::MaskKind::kCausal;
+      EXPECT_TRUE(o == tile_table(d, bf16, true)) << d;
+    }
+  EXPECT_EQ(window_table(64, true).consumer_wgs, 3);
+  EXPECT_TRUE(window_twin_serves(128, 100, 1));
+  EXPECT_TRUE(window_twin_serves(64, 16384, 4097));
+  EXPECT_FALSE(window_twin_serves(64, 16384, 1025));  // narrow: the feature kernel's 128-row tiles
+  EXPECT_FALSE(window_twin_serves(64, 1024, 1024));   // short: as causal's short entry
+  for (int d : {96, 192, 256}) EXPECT_FALSE(window_twin_serves(d, 16384, 16384)) << d;
+}
+
 // Which kernel serves a head dim: the smallest instantiated one covering both q/k's and v's.
 TEST(Sm90Config, KernelHeadDimCoversTheCall) {
   using flashattn::sm90::bwd_kernel_head_dim;

@@ -69,6 +69,12 @@ std::vector<FeatureCase> cases() {
       if (d == 64 || d == 128) {
         cs.push_back({d, 2100, 2100, 2, 1, true, -1, -1, 30.f, 1, DType::kBFloat16, be});
         cs.push_back({d, 1500, 1100, 4, 2, false, -1, -1, 50.f, 2, DType::kFloat16, be});
+        // Windows alone past the short-causal length, Sq = Sk and not, partial last query
+        // tiles: wide ones on the window twins (three consumer groups at D=64; 2048 keys per
+        // row is D=64's threshold), a narrow one (the feature kernel at D=64).
+        cs.push_back({d, 2100, 2100, 2, 1, true, 2047, 0, 0.f, 0, DType::kBFloat16, be});
+        cs.push_back({d, 2500, 2200, 4, 2, false, 1500, 700, 0.f, 0, DType::kFloat16, be});
+        cs.push_back({d, 2100, 2100, 2, 1, true, 300, 0, 0.f, 0, DType::kBFloat16, be});
       }
     }
   }

@@ -153,6 +153,10 @@ Status run_fwd_feature(const detail::FwdParams& p, cudaStream_t stream);
 template <int D, bool Bf16>
 Status run_fwd_score_mod(const detail::FwdParams& p, cudaStream_t stream);
 
+// Dense calls with a window and neither softcap nor ALiBi, D=64 and D=128 (fwd_window_d*.cu).
+template <int D, bool Bf16>
+Status run_fwd_window(const detail::FwdParams& p, cudaStream_t stream);
+
 // Picks a table's configuration for the mask and length; `Table` is tile_table, varlen_table
 // or score_mod_table (tile_table.h). Identical choices collapse into one instantiation (same
 // Sm90FwdConfig type).
@@ -188,6 +192,11 @@ Status run_fwd_feature_config(const detail::FwdParams& p, cudaStream_t stream) {
 template <int D, bool Bf16>
 Status run_fwd_score_mod_any_mask(const detail::FwdParams& p, cudaStream_t stream) {
   return run_fwd_table_any_mask<score_mod_table, D, Bf16>(p, stream);
+}
+
+template <int D, bool Bf16>
+Status run_fwd_window_config(const detail::FwdParams& p, cudaStream_t stream) {
+  return launch_fwd<Sm90FwdConfig<window_table(D, Bf16)>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

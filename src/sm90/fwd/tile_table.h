@@ -130,6 +130,28 @@ constexpr Sm90FwdOptions score_mod_table(int d, bool bf16, bool causal, bool sho
   return o;
 }
 
+// A sliding window without softcap or ALiBi on a dense call (issue 17): the causal entry's tiles
+// with the kLocal mask and no softcap switch. D=128: the feature kernel's tiles without the
+// registers its switches hold. D=64: three consumer groups (BlockM 192), which the feature
+// kernel cannot keep beside its switches; a window's tiles compute left + BlockM keys per row
+// for left + 1 visible, so 192-row tiles pay off only for wide windows (window_twin_serves).
+constexpr Sm90FwdOptions window_table(int d, bool bf16) {
+  Sm90FwdOptions o = tile_table(d, bf16, true);
+  o.mask = MaskKind::kLocal;
+  o.stream_k = false;
+  return o;
+}
+// Whether a dense window-only call runs on the window twin (else on the feature kernel):
+// `width` is the keys a row may see (left + right + 1 of the bounded window, at most Sk).
+// D=64 wants Sq past the short-causal length (as causal's three groups) and a wide window: at
+// S = 16k the two kernels are level at a width of 2049 (docs/VERSIONS.md V28).
+constexpr int window_twin_min_width(int d) { return d == 64 ? 2048 : 0; }
+constexpr bool window_twin_serves(int d, int sq, int64_t width) {
+  if (d == 128) return true;
+  if (d == 64) return sq >= short_causal_seqlen(64) && width >= window_twin_min_width(64);
+  return false;
+}
+
 // Packed variable-length batches with a window, softcap or ALiBi: the feature entry with the
 // varlen option (per-sequence lengths, causal and window bottom-right per sequence, ALiBi's
 // batch index the sequence's).
