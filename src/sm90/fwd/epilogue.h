@@ -66,7 +66,7 @@ __device__ __forceinline__ void epilogue_store_tma(const void* tmO, uint32_t sme
                                                    uint32_t q_slot, const Sm90FwdArgs& args, float (&rO)[Cfg::kORegs],
                                                    typename Consumer<Cfg>::Softmax& sm, int b, int h, int m0, int wg,
                                                    int q_off = 0) {
-  // Varlen: only groups whose 64 rows all belong to the sequence come here (the store would
+  // Varlen: only tiles whose rows all belong to the sequence come here (the store would
   // otherwise write the next sequence's rows); they start at packed row q_off, b is 0.
   float inv[2], lse[2];
   sm.finalize(inv, lse);

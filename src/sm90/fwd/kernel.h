@@ -146,12 +146,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
         store = stream_k_merge<Cfg>(args, p, c.rO, c.sm);
       }
     }
-    // Varlen: the TMA store only for a consumer group whose 64 rows lie inside the sequence (it
-    // would write the next one's rows); each group stages, stores and releases its Q rows on its
-    // own, so the groups of a tile across the sequence's end may differ (D=64: a 512-row
-    // sequence's last 192-row tile stores its two live groups by TMA).
+    // Varlen: the TMA store only for tiles inside their sequence (it would write the next one's rows).
     bool o_tma = args.o_tma;
-    if constexpr (Cfg::kVarlen) o_tma = o_tma && m0 + 64 * (c.wg + 1) <= w.sq;
+    if constexpr (Cfg::kVarlen) o_tma = o_tma && m0 + Cfg::kBlockM <= w.sq;
     const bool tma_epilogue = Cfg::kTmaStoreEpilogue && o_tma && whole && (!Cfg::kTmaStoreInQ || had_q);
     if (Cfg::kTmaStoreInQ && whole && had_q && !o_tma) c.release_q_slot();
     if (store) {
