@@ -42,11 +42,6 @@
 #ifndef FLASHATTN_SM90_ABL_CLAIM_LEAD
 #define FLASHATTN_SM90_ABL_CLAIM_LEAD 1
 #endif
-// ALiBi on tiles with every distance of one sign: the row's part of the bias in the softmax's
-// per-row constant, one FFMA per score (mainloop.h add_alibi); 0: |distance| on every tile.
-#ifndef FLASHATTN_SM90_ABL_ALIBI_ONE_SIDED
-#define FLASHATTN_SM90_ABL_ALIBI_ONE_SIDED 1
-#endif
 // Tile table overrides (tile_table.h).
 #ifndef FLASHATTN_SM90_ABL_D64_CONSUMER_WGS
 #define FLASHATTN_SM90_ABL_D64_CONSUMER_WGS 3

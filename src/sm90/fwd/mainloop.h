@@ -39,9 +39,6 @@ struct Consumer {
   float softcap_scale = 0.f;  // kSoftcap configs: scale / softcap, 0 = off (config.h)
   // Feature kernels: ALiBi's -slope in S's units (S * scale_log2 is the exp2 argument), 0 = off.
   float alibi_coef = 0.f;
-  // ALiBi's one-sided tiles in one FFMA per score (add_alibi). Not with three consumer groups
-  // (D=64's 192-row tiles): at their 160 registers the extra state spills 48-64 bytes.
-  static constexpr bool kAlibiOneSided = FLASHATTN_SM90_ABL_ALIBI_ONE_SIDED && Cfg::kNumConsumerWarpgroups < 3;
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
@@ -135,16 +132,23 @@ struct Consumer {
     // keys [sk - BlockN, sk) (producer.h), so that no row of the next sequence is read.
     const int n0 = n * Cfg::kBlockN;
     const int key0 = Cfg::kVarlen && n0 + Cfg::kBlockN > mask.rule.sk ? mask.rule.sk - Cfg::kBlockN : n0;
-    // ALiBi on a tile whose keys all sit on one side of this warp's rows' diagonals: one FFMA
-    // per score, the row's part of the bias held out of the scores (add_alibi).
-    bool one_sided = false;
-    float row_bias[2];
     if constexpr (Cfg::kSoftcap) {
       if (softcap_scale > 0.f) {
 #pragma unroll
         for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * softcap_scale);
       }
-      if (alibi_coef != 0.f) one_sided = add_alibi(row0, key0, mask.rule.sk - mask.rule.sq, scale_log2, row_bias);
+      if (alibi_coef != 0.f) {
+        // + coef * |i + sk - sq - j|: the distance from the query's diagonal.
+        // In float from one conversion per tile: per score an FADD of a constant and an FFMA with
+        // |.| (an int abs and I2F per score cost 13% at D=128; exact while distances < 2^24).
+        const int q4 = static_cast<int>(threadIdx.x & 3);  // signed: the distance may be negative
+        const float diag0 = static_cast<float>(row0 + (mask.rule.sk - mask.rule.sq) - (key0 + 2 * q4));
+#pragma unroll
+        for (int i = 0; i < kS; ++i) {
+          const float dist = diag0 + static_cast<float>(8 * ((i >> 1) & 1) - 8 * (i >> 2) - (i & 1));
+          rS[i] = fmaf(alibi_coef, fabsf(dist), rS[i]);
+        }
+      }
     }
     if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN, Cfg::kBlockM))) {
       if constexpr (Cfg::kVarlen) {
@@ -154,55 +158,7 @@ struct Consumer {
         mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
       }
     }
-    if constexpr (kAlibiOneSided) {
-      if (one_sided) {
-        // The tile's scores are rS + b per row (b = row_bias / scale_log2): their online softmax
-        // is the plain one run against the running max lowered by b's share, which is added
-        // back after (the max, alpha and the exponents are all differences with the max).
-#pragma unroll
-        for (int r = 0; r < 2; ++r) sm.row_max[r] -= row_bias[r];
-        const bool moved = sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) sm.row_max[r] += row_bias[r];
-        return moved;
-      }
-    }
     return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
-  }
-
-  // S += alibi_coef * |i + sk - sq - j| (i: query row, j: key). Register i of this thread is at
-  // row row0 + 8h, key key0 + 2q + c with h = (i >> 1) & 1, c = 8 (i >> 2) + (i & 1), so the
-  // distance is diag0 + 8h - c with diag0 = row0 + sk - sq - key0 - 2q. Where every distance of
-  // the warp's tile has one sign s, the bias is s*coef*(diag0 + 8h) - s*coef*c: the second term
-  // is one FFMA per score with the compile-time c, the first is returned per row in exp2 units
-  // (times scale_log2) in row_bias, and the function returns true. Otherwise (tiles across the
-  // diagonal) it adds coef*|dist| per score (an FADD of a constant and an FFMA with |.|, exact
-  // while distances are below 2^24) and returns false.
-  __device__ __forceinline__ bool add_alibi(int row0, int key0, int diag_shift, float scale_log2, float (&row_bias)[2]) {
-    const int q4 = static_cast<int>(threadIdx.x & 3);  // signed: the distance may be negative
-    const int diag0 = row0 + diag_shift - (key0 + 2 * q4);
-    if constexpr (kAlibiOneSided) {
-      // The warp's distances span [w0 - (BlockN - 1), w0 + 15], w0 = its first row's distance
-      // to key0 (row0 - g, g = lane / 4): the same bounds in every lane, so the branch is uniform.
-      const int w0 = row0 - static_cast<int>((threadIdx.x & 31) >> 2) + diag_shift - key0;
-      const bool nonneg = w0 - (Cfg::kBlockN - 1) >= 0;
-      if (nonneg || w0 + 15 <= 0) {
-        const float coef = nonneg ? alibi_coef : -alibi_coef;
-#pragma unroll
-        for (int i = 0; i < kS; ++i) rS[i] = fmaf(-coef, static_cast<float>(8 * (i >> 2) + (i & 1)), rS[i]);
-        const float cs = coef * scale_log2;
-        row_bias[0] = cs * static_cast<float>(diag0);
-        row_bias[1] = cs * static_cast<float>(diag0 + 8);
-        return true;
-      }
-    }
-    const float diagf = static_cast<float>(diag0);
-#pragma unroll
-    for (int i = 0; i < kS; ++i) {
-      const float dist = diagf + static_cast<float>(8 * ((i >> 1) & 1) - 8 * (i >> 2) - (i & 1));
-      rS[i] = fmaf(alibi_coef, fabsf(dist), rS[i]);
-    }
-    return false;
   }
 
   // O *= alpha, skipped by a whole warp when lazy rescaling left all its rows' max unchanged
