@@ -48,9 +48,9 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
   // past d (q, k) and dv (v) with zeros, so S and O are exact, and O's columns past dv are
   // never written (the TMA store clips them; the direct store skips them).
   if (p.has_features()) {
+    const int kd = sm90::fwd_kernel_head_dim(p.d, p.d_v);
     // A window alone on a dense call: the causal kernels' tiles with the window mask, where
     // they are faster than the feature kernel's (tile_table.h window_twin_serves).
-    const int kd = sm90::fwd_kernel_head_dim(p.d, p.d_v);
     if (p.has_window() && p.softcap <= 0.f && p.alibi_slopes == nullptr && !p.varlen() &&
         sm90::window_twin_serves(kd, p.sq, window_width(p))) {
       switch (kd) {
@@ -61,13 +61,13 @@ Status sm90_forward(const FwdParams& p, cudaStream_t stream) {
     }
     // Softcap / ALiBi without a window on a dense call: the dense kernels with the switches.
     if (!p.has_window() && !p.varlen()) {
-      switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
+      switch (kd) {
         case 64: return bf16 ? sm90::run_fwd_score_mod<64, true>(p, stream) : sm90::run_fwd_score_mod<64, false>(p, stream);
         case 128: return bf16 ? sm90::run_fwd_score_mod<128, true>(p, stream) : sm90::run_fwd_score_mod<128, false>(p, stream);
         default: break;  // the feature kernel below
       }
     }
-    switch (sm90::fwd_kernel_head_dim(p.d, p.d_v)) {
+    switch (kd) {
       case 64: return bf16 ? sm90::run_fwd_feature<64, true>(p, stream) : sm90::run_fwd_feature<64, false>(p, stream);
       case 96: return bf16 ? sm90::run_fwd_feature<96, true>(p, stream) : sm90::run_fwd_feature<96, false>(p, stream);
       case 128: return bf16 ? sm90::run_fwd_feature<128, true>(p, stream) : sm90::run_fwd_feature<128, false>(p, stream);

@@ -100,7 +100,7 @@ TEST_P(Features, MatchesReference) {
   check::poison(lse.ptr, DType::kFloat32, int64_t(b) * c.hq * c.sq, nullptr);
   std::vector<float> hs(size_t(b) * c.hq);
   // Odd heads: slopes of a many-head model's last heads (~2^-8), under which keys hundreds of
-  // positions from the diagonal still weigh (the one-sided tiles' bias path, mainloop.h).
+  // positions from the diagonal still weigh, so a wrong bias on far key blocks shows.
   for (size_t i = 0; i < hs.size(); ++i)
     hs[i] = (i % 2 ? 0.004f / float(1 + i % 3) : 0.5f / float(1 + i % 7)) + 0.01f * float(i / c.hq);
   ASSERT_EQ(cudaMemcpy(slopes.ptr, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
