@@ -26,10 +26,11 @@ if hdr is None or len(rows) < hdr + 3:
     print("    (no data)"); sys.exit()
 names, vals = rows[hdr], rows[hdr + 2]
 print("    kernel:", vals[names.index("Kernel Name")][:100])
-want = re.compile(r"gpu__time_duration.sum|sm__throughput.avg.pct|pipe_tensor.*(pct|ratio)|lts__t_bytes.sum.per_second|"
+want = re.compile(r"gpu__time_duration.sum|gpc__cycles_elapsed.avg.per_second|sm__throughput.avg.pct|pipe_tensor.*(pct|ratio)|lts__t_bytes.sum.per_second|"
                   r"lts__throughput.avg.pct|dram__throughput.avg.pct|smsp__issue_active.avg.pct|"
                   r"smsp__average_warps_issue_stalled_.*_per_issue_active|smsp__inst_executed.sum$|launch__cluster|"
-                  r"sm__pipe_(alu|fma|fmaheavy|xu|shared).*cycles_active.avg.pct_of_peak_sustained_active|l1tex__data_bank_conflicts")
+                  r"sm__pipe_(alu|fma|fmaheavy|xu|shared).*cycles_active.avg.pct_of_peak_sustained_active|"
+                  r"sm__inst_executed_pipe_(xu|fma|alu|fmaheavy).*pct_of_peak_sustained_active|l1tex__data_bank_conflicts")
 for n, v in zip(names, vals):
     if want.search(n):
         try:
