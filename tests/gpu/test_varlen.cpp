@@ -25,9 +25,6 @@
 #include "common/params.h"
 #include "gpu_util.h"
 #include "reference/cpu_reference_inference.h"
-#include "sm90/fwd/stream_k.h"
-#include "sm90/fwd/tile_table.h"
-#include "sm90/head_dim.h"
 
 namespace flashattn::testing {
 namespace {
@@ -156,65 +153,6 @@ std::vector<VarlenCase> sm80_feature_cases() {
   return cs;
 }
 
-// Non-causal calls whose grid (sized by the longest sequence) leaves a partial last wave: the
-// sm90 varlen kernels split that tail along the keys (stream-K, planned for max-length
-// sequences). "long_equal" splits exactly as a dense call would; "long_skewed" gives pieces of
-// tiles past a short sequence's keys or rows nothing to do, and they still take part in their
-// tile's merge. Heads 3 and 6 keep the tile counts small enough for the split rule
-// (sm90/fwd/stream_k.h; VarlenSplitTail.CasesSplit below checks that every case splits).
-std::vector<VarlenCase> split_tail_cases() {
-  std::vector<VarlenCase> cs;
-  const std::vector<int> eq{3000, 3000}, sk_q{3000, 40, 0, 777}, sk_k{3000, 100, 5, 0};
-  int i = 0;
-  for (Backend be : {Backend::kSm90, Backend::kAuto}) {
-    for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {96, 96}, {256, 256}, {192, 192}, {80, 80}}) {
-      const bool skewed = i % 2 == 1, gqa = (i / 2) % 2 == 1;
-      const DType dt = i % 3 == 0 ? DType::kFloat16 : DType::kBFloat16;
-      ++i;
-      cs.push_back({skewed ? "long_skewed" : "long_equal", skewed ? sk_q : eq, skewed ? sk_k : eq, gqa ? 6 : 3, 3, d, dv,
-                    false, dt, be});
-    }
-  }
-  return cs;
-}
-
-// Causal calls whose sequences all have the max lengths: the sm90 kernels then take the dense
-// grouped tile order (sm90/fwd/launch.h) instead of the one-pair order with its empty-tile
-// skipping; plain and with a window, softcap and ALiBi (the feature kernel's varlen twin).
-std::vector<VarlenCase> full_length_causal_cases() {
-  std::vector<VarlenCase> cs;
-  const std::vector<int> eq{1100, 1100, 1100};
-  const Feature fs[] = {{-1, -1, 0.f, 0}, {255, 0, 0.f, 0}, {-1, -1, 30.f, 2}};
-  int i = 0;
-  for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {96, 96}, {256, 256}}) {
-    for (const Feature& f : fs) {
-      const DType dt = i % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
-      const bool gqa = i % 3 != 1;
-      ++i;
-      cs.push_back(with_feature({"full_equal", eq, eq, gqa ? 8 : 4, gqa ? 2 : 4, d, dv, true, dt, Backend::kSm90}, f));
-    }
-  }
-  return cs;
-}
-
-// The split path is what the cases above are for: each must plan a split tail on this GPU.
-TEST(VarlenSplitTail, CasesSplit) {
-  FLASHATTN_REQUIRE_GPU();
-  int dev = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  for (const VarlenCase& c : split_tail_cases()) {
-    const sm90::Sm90FwdOptions o = sm90::varlen_table(sm90::fwd_kernel_head_dim(c.d, c.dv), true, false);
-    ASSERT_TRUE(o.stream_k) << name(c);
-    const int max_q = *std::max_element(c.lq.begin(), c.lq.end());
-    const int max_k = *std::max_element(c.lk.begin(), c.lk.end());
-    const long long tiles = (long long)((max_q + 64 * o.consumer_wgs - 1) / (64 * o.consumer_wgs)) * c.hq *
-                            static_cast<long long>(c.lq.size());
-    const sm90::StreamKPlan plan = sm90::StreamKPlan::make(tiles, sms, (max_k + o.block_n - 1) / o.block_n);
-    EXPECT_GT(plan.chunks, 0) << name(c) << ": " << tiles << " tiles on " << sms << " SMs do not split";
-  }
-}
-
 std::vector<int> offsets(const std::vector<int>& len) {
   std::vector<int> cu(len.size() + 1, 0);
   std::partial_sum(len.begin(), len.end(), cu.begin() + 1);
@@ -304,10 +242,6 @@ TEST_P(Varlen, MatchesReferenceAndTouchesOnlyItsRows) {
 INSTANTIATE_TEST_SUITE_P(Grid, Varlen, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Features, Varlen, ::testing::ValuesIn(feature_cases()),
-                         [](const auto& info) { return name(info.param); });
-INSTANTIATE_TEST_SUITE_P(SplitTail, Varlen, ::testing::ValuesIn(split_tail_cases()),
-                         [](const auto& info) { return name(info.param); });
-INSTANTIATE_TEST_SUITE_P(FullLengths, Varlen, ::testing::ValuesIn(full_length_causal_cases()),
                          [](const auto& info) { return name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Sm80Features, Varlen, ::testing::ValuesIn(sm80_feature_cases()),
                          [](const auto& info) { return name(info.param); });

@@ -66,8 +66,7 @@ struct Sm90FwdConfig {
   // Stream-K tail (stream_k.h): the tiles of a partial last wave are split along the keys over
   // all CTAs and merged. Non-causal configs only (causal tiles differ in cost; the dynamic
   // longest-first scheduler balances them), so the causal kernels carry none of its code.
-  // Varlen too: the plan is the one of max-length sequences (work_plan.h).
-  static constexpr bool kStreamK = O.stream_k && O.persistent && O.mask != MaskKind::kLocal;
+  static constexpr bool kStreamK = O.stream_k && O.persistent && !O.varlen && O.mask != MaskKind::kLocal;
   static constexpr bool kLocal = O.mask == MaskKind::kLocal;
   // Softcap (issue 17): S <- tanh(S * scale / softcap) before the mask, the softmax then in
   // units of softcap (scale_log2 = softcap * log2 e): one FMUL and one MUFU.TANH per score.

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
     }
     // Whole tiles start at key block 0: a literal keeps the mainloop's bounds as tight as V13's.
     if constexpr (Cfg::kVarlen)  // the sequence's own lengths (and the window's left edge)
-      c.mainloop(plan.seq_mask(w.sq, w.sk), c.sm, (Cfg::kStreamK || Cfg::kLocal) ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile,
+      c.mainloop(plan.seq_mask(w.sq, w.sk), c.sm, Cfg::kLocal ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile,
                  args.scale_log2);
     else
       c.mainloop(mask, c.sm, (Cfg::kStreamK || Cfg::kLocal) ? w.n_lo : 0, w.n_hi, m0, m0 + row_in_tile, args.scale_log2);

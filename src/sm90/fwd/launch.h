@@ -92,14 +92,8 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   const long long tiles = (long long)num_m_blocks * p.hq * p.b;
   if (tiles > INT32_MAX) return {StatusCode::kNotSupported, "backend sm90: more than 2^31 tiles"};
   // FLASHATTN_SM90_TILE_ORDER=0 in the environment keeps causal tiles in the pre-V15 order (A/B).
-  // Varlen takes the one-pair order, whose empty tiles (past a short sequence) the scheduler
-  // skips in runs (work_plan.h), unless no sequence can be short: packed rows equal to
-  // num_seqs times the max lengths leave none (lengths above the max are clamped to it), and
-  // then the dense grouped order serves causal tiles as it serves a dense call's.
-  const bool full_lengths = !Cfg::kVarlen || (static_cast<long long>(p.b) * p.sq == p.total_q &&
-                                              static_cast<long long>(p.b) * p.sk == p.total_k);
   args.order = TileOrder::make(num_m_blocks, p.hq, p.b, p.sk, (p.d + p.d_v) / 2,  // K and V bytes per key
-                               (kCausal || Cfg::kLocal) && full_lengths && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
+                               (kCausal || Cfg::kLocal) && !Cfg::kVarlen && env_switch_on("FLASHATTN_SM90_TILE_ORDER"));
   if (tiles == 0) return Status::Ok();
   int grid = (int)tiles;
   // Scheduling mode (scheduler.h). Causal tiles differ in cost: static striding lost to one CTA

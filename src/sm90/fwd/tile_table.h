@@ -90,14 +90,12 @@ constexpr Sm90FwdOptions pair_table_192_128(bool bf16, bool causal) {
   return with_ablations(o);
 }
 
-// Packed variable-length batches: the dense entry (short-causal by the longest query sequence).
-// Non-causal keeps the stream-K tail, planned for the grid of max-length sequences: exact for
-// equal lengths (the last wave split as dense calls split it), and with unequal ones a split
-// piece past its sequence's keys is empty (work_plan.h). At D=64 it also brings the O staging
-// buffer of the three-group configs (config.h), hence the TMA store.
+// Packed variable-length batches: the dense entry (short-causal by the longest query sequence), without the stream-K
+// tail (its plan assumes equal tiles; varlen tiles of one launch differ).
 constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_causal = false) {
   Sm90FwdOptions o = tile_table(d, bf16, causal, short_causal);
   o.varlen = true;
+  o.stream_k = false;
   // D=96 non-causal's BlockN 176 was chosen on dense calls; varlen keeps 128 until it is timed
   // on packed batches (shorter sequences pad less with 128).
   if (d == 96) o.block_n = 128;

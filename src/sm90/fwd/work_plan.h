@@ -71,17 +71,8 @@ struct FwdWorkPlan {
   // Sequence w.b of a packed batch: its offsets, and lengths clamped to the max lengths and to
   // the packed rows (bad offsets then shrink a sequence instead of moving reads or writes out of
   // q, k, o or lse). A tile past its sequence's rows gets no key blocks (nothing is stored).
-  // Stream-K (non-causal): the host plans the split tail for the grid of max-length sequences
-  // (it cannot know the lengths without a sync), so with equal lengths the split is the dense
-  // one; a piece's key-block range is then cut to its sequence's blocks, and a piece left with
-  // none (a shorter sequence) still takes part in the merge with an empty partial.
   __device__ __forceinline__ void describe(VarlenWorkSlot& w) const {
-    int tile = w.code, piece_lo = 0, piece_hi = 0;
-    const bool piece = Cfg::kStreamK && w.code >= plan.dp_tiles;
-    if constexpr (Cfg::kStreamK) {
-      if (piece) range_of_code(w.code, tile, piece_lo, piece_hi);
-    }
-    order.decode(tile, w.m_block, w.h, w.b);
+    order.decode(w.code, w.m_block, w.h, w.b);
     const int q0 = min(max(cu_q[w.b], 0), total_q), q1 = cu_q[w.b + 1];
     const int k0 = min(max(cu_k[w.b], 0), total_k), k1 = cu_k[w.b + 1];
     w.q_off = q0;
@@ -92,11 +83,6 @@ struct FwdWorkPlan {
     const AttnMask<Cfg::kMaskKind> seq = seq_mask(w.sq, w.sk);
     w.n_lo = m0 < w.sq ? seq.first_n_block(m0, Cfg::kBlockN) : 0;
     w.n_hi = m0 < w.sq ? seq.num_n_blocks(m0, Cfg::kBlockM, Cfg::kBlockN) : 0;
-    if (piece) {
-      w.n_lo = max(w.n_lo, piece_lo);
-      w.n_hi = max(w.n_lo, min(w.n_hi, piece_hi));
-      return;  // split tiles are never skipped: every piece takes part in its tile's merge
-    }
     // Tiles past a short sequence's rows (the grid is sized by the longest) cost a claim and a
     // slot round trip each. In the one-pair-per-group order a pair's tiles are consecutive,
     // its m blocks descending, so its empty ones come first: the first CTA to meet one moves
@@ -105,8 +91,7 @@ struct FwdWorkPlan {
     if (m0 >= w.sq && claims.counter != nullptr && order.heads_per_group == 1) {
       const int m_blocks = (w.sq + Cfg::kBlockM - 1) / Cfg::kBlockM;
       const int pair_base = w.code - (order.num_m_blocks - 1 - w.m_block);
-      // Whole tiles only: items from dp_tiles on are stream-K chunks, which must all run.
-      atomicMax(claims.counter, min(pair_base + order.num_m_blocks - m_blocks, plan.dp_tiles) - static_cast<int>(gridDim.x));
+      atomicMax(claims.counter, pair_base + order.num_m_blocks - m_blocks - static_cast<int>(gridDim.x));
     }
   }
   // A piece's tile coordinates and key-block range.
