@@ -79,13 +79,12 @@ def main():
 
         causal_ms = run("causal", True)
         run("feature kernel, (-1, 0)", True, base=causal_ms, window_size=(-1, 0))
-        w_ms = run("window (1024, 0)", True, window_size=(1024, 0))
-        # ALiBi slopes of zero: the same result through the kernels' softcap / ALiBi score pass
-        # (the forward: the feature kernel), against which the window-only pass (the forward:
-        # the window twin where tile_table.h's window_twin_serves) is timed in the same run.
-        run("  + zero ALiBi (mods pass)", True, base=w_ms, window_size=(1024, 0), alibi_slopes=slopes * 0)
-        w4_ms = run("window (4096, 0)", True, window_size=(4096, 0))
-        run("  + zero ALiBi (mods pass)", True, base=w4_ms, window_size=(4096, 0), alibi_slopes=slopes * 0)
+        for left in (1024, 4096):
+            w_ms = run(f"window ({left}, 0)", True, window_size=(left, 0))
+            # ALiBi slopes of zero: the same result through the kernels' softcap / ALiBi score
+            # pass (the forward: the feature kernel), against which the window-only pass (the
+            # forward: the window twin where tile_table.h's window_twin_serves) is timed.
+            run("  + zero ALiBi (mods pass)", True, base=w_ms, window_size=(left, 0), alibi_slopes=slopes * 0)
         run("softcap 30, causal", True, base=causal_ms, softcap=30.0)
         # The same calls through the feature kernel (a window that hides nothing): the dense
         # kernels' softcap / ALiBi twins (sm90, D=64 and D=128) are timed against it.

@@ -144,8 +144,8 @@ constexpr Sm90FwdOptions window_table(int d, bool bf16) {
 // Whether a dense window-only call runs on the window twin (else on the feature kernel):
 // `width` is the keys a row may see (left + right + 1 of the bounded window, at most Sk).
 // D=64 wants Sq past the short-causal length (as causal's three groups) and a window of at
-// least 2048 keys: the threshold is session 20's, whose measurements were lost; V28 measured
-// the twin 1.5% ahead at a width of 4097 (S = 16k) and did not re-measure the threshold.
+// least 2048 keys, where 192-row tiles waste little; the threshold itself is not measured
+// (docs/VERSIONS.md V28 has what is).
 constexpr bool window_twin_serves(int d, int sq, int64_t width) {
   if (d == 128) return true;
   if (d == 64) return sq >= short_causal_seqlen(64) && width >= 2048;
