@@ -90,8 +90,10 @@ constexpr Sm90FwdOptions pair_table_192_128(bool bf16, bool causal) {
   return with_ablations(o);
 }
 
-// Packed variable-length batches: the dense entry (short-causal by the longest query sequence), without the stream-K
-// tail (its plan assumes equal tiles; varlen tiles of one launch differ).
+// Packed variable-length batches: the dense entry (short-causal by the longest query sequence),
+// without the stream-K tail: the host cannot see the lengths, and a tail planned for max-length
+// sequences splits short sequences' tiles into empty pieces that still merge (docs/VERSIONS.md
+// V31: it cost skewed batches more than it gave equal ones).
 constexpr Sm90FwdOptions varlen_table(int d, bool bf16, bool causal, bool short_causal = false) {
   Sm90FwdOptions o = tile_table(d, bf16, causal, short_causal);
   o.varlen = true;
