@@ -84,6 +84,15 @@ struct AttnParams {
   // scale_log2 on s.
   FLASHATTN_HOST_DEVICE float softcap_scale() const { return softcap > 0.f ? scale / softcap : 0.f; }
   FLASHATTN_HOST_DEVICE float exp2_scale() const { return softcap > 0.f ? softcap * kLog2e : scale_log2; }
+  // Whether softcap's bound may stand for every row's softmax max (the forward kernels'
+  // bounded-max softmax: no max reduction, no O rescale). tanh <= 1 bounds every score by
+  // softcap, and exp2's argument is then at least -2 * softcap * log2 e; 2^-120 keeps P a normal
+  // number in fp32 and bf16 (normals reach 2^-126; ex2.approx.ftz flushes below them), not in
+  // fp16, so softcap <= 41.5 with bf16 only. ALiBi's bias could put a row's true max arbitrarily
+  // far below the bound: not with it.
+  FLASHATTN_HOST_DEVICE bool softcap_bounds_max() const {
+    return softcap > 0.f && dtype == ElemType::kBFloat16 && alibi_slopes == nullptr && 2.f * exp2_scale() <= 120.f;
+  }
 };
 
 struct FwdParams : AttnParams {

@@ -251,6 +251,30 @@ def test_softcap(shape, softcap, causal):
 
 
 @needs_gpu
+@CAUSAL
+@pytest.mark.parametrize("softcap", [20.0, 40.0, 45.0])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("backend", ["auto", "sm80"])
+def test_softcap_saturated_rows(backend, D, dtype, softcap, causal):
+    # Rows whose every score sits at -softcap (tanh saturated): the softmax's largest value is
+    # exp(-2 softcap) of the bound softcap, the corner of a softmax that takes the bound as its
+    # max (bf16 with softcap <= 41.5 on sm90) and of one that tracks the true max (the rest).
+    # Odd rows are ordinary, so a tile mixes both kinds.
+    B, S, H = 2, 300, 2
+    u = torch.randn(D, device="cuda")
+    u = u / u.norm() * math.sqrt(D) * 4.0
+    k = (u + 0.1 * torch.randn(B, S, H, D, device="cuda")).to(dtype)
+    q = (-u * 2.0 + 0.1 * torch.randn(B, S, H, D, device="cuda"))
+    q[:, 1::2] = torch.randn(B, S // 2, H, D, device="cuda")
+    q = q.to(dtype)
+    v = rand(B, S, H, D, dtype=dtype)
+    s = torch.matmul(q.float().transpose(1, 2), k.float().transpose(1, 2).transpose(-1, -2)) / math.sqrt(D)
+    assert s[:, :, 0::2].max().item() < -4 * softcap, "saturated rows are not saturated"
+    check_forward(q, k, v, causal, softcap=softcap, backend=backend)
+
+
+@needs_gpu
 def test_softcap_lse_gradient_is_refused():
     q, k, v = (t.requires_grad_() for t in qkv(1, 64, 64, 2, 2, 64, gain=3.0))
     out, lse = flashattn.flash_attn_func(q, k, v, softcap=30.0, return_lse=True)

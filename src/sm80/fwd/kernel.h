@@ -289,13 +289,14 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
   // Softcap and ALiBi on the scores of key block n, before the mask (both warp-uniform switches).
   [[maybe_unused]] auto modify_scores = [&](float(&rS)[kMT][kNS][4], int n) {
     if constexpr (Cfg::kFeature) {
-      if (p.softcap_scale > 0.f) {
+      if (p.softcap_scale != 0.f) {
+        const float c = fabsf(p.softcap_scale);  // negative: the bounded-max softmax (below)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) rS[mt][nt][e] = arch::tanh_approx(rS[mt][nt][e] * p.softcap_scale);
+            for (int e = 0; e < 4; ++e) rS[mt][nt][e] = arch::tanh_approx(rS[mt][nt][e] * c);
       }
       if (alibi_coef != 0.f) {
         // + coef * |i + sk - sq - j|, the distance from the query's diagonal: one conversion per
@@ -348,7 +349,14 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
     if constexpr (kMask) {
       mask_fragment<16>(lengths(), rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
     }
-    softmax.step(rS, rO, p.scale_log2);
+    if constexpr (Cfg::kFeature && kBf16) {
+      if (p.softcap_scale < 0.f)  // softcap's bound as the max (kernel_args.h)
+        softmax.step_bounded(rS, p.scale_log2);
+      else
+        softmax.step(rS, rO, p.scale_log2);
+    } else {
+      softmax.step(rS, rO, p.scale_log2);
+    }
     uint32_t rP[Cfg::kKStepsPV][kMT][4];
 #pragma unroll
     for (int ks = 0; ks < Cfg::kKStepsPV; ++ks)

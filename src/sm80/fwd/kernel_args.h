@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "common/mask.h"
@@ -70,6 +72,10 @@ void set_feature_fields(A& a, const detail::FwdParams& p) {
   a.window_left = w.left;
   a.window_right = w.right;
   a.softcap_scale = p.softcap_scale();
+  // Negative: the kernel's softmax takes softcap's bound as every row's max (softmax.h
+  // step_bounded); FLASHATTN_SOFTCAP_BOUNDED_MAX=0 turns it off (A/B runs).
+  const char* e = std::getenv("FLASHATTN_SOFTCAP_BOUNDED_MAX");
+  if (p.softcap_bounds_max() && (e == nullptr || std::strcmp(e, "0") != 0)) a.softcap_scale = -a.softcap_scale;
   a.scale_log2 = p.exp2_scale();
   a.alibi = p.alibi_slopes;
   a.alibi_bstride = p.alibi_batch_stride;
@@ -81,7 +87,7 @@ void set_feature_fields(A& a, const detail::FwdParams& p) {
 // FwdParams::exp2_scale(), softcap * log2(e) under softcap (the scores are then tanh values).
 struct Sm80FwdFeatureArgs : Sm80FwdArgs {
   int window_left, window_right;  // Mask<kLocal>'s bounded form (common/mask.h make_local_mask)
-  float softcap_scale;            // scale / softcap, or 0: no softcap
+  float softcap_scale;            // scale / softcap, or 0: no softcap; < 0: bounded max (set_feature_fields)
   const float* alibi;             // slopes, alibi[b * alibi_bstride + h], or null: no ALiBi
   int64_t alibi_bstride;
 

@@ -76,6 +76,30 @@ struct OnlineSoftmax {
     }
   }
 
+  // step() for scores known to be at most 1 (softcap's tanh, no ALiBi): the bound serves as the
+  // max of every row and step, so no max is reduced and O is never rescaled. The caller
+  // guarantees that the smallest exp2 argument, -2 * scale_log2, keeps P normal in fp32 and bf16
+  // (AttnParams::softcap_bounds_max).
+  template <int kNS>
+  __device__ __forceinline__ void step_bounded(float (&rS)[kMT][kNS][4], float scale_log2) {
+    if constexpr (!Cfg::kFoldedExp2) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) rS[mt][nt][e] = __fmul_rn(rS[mt][nt][e], scale_log2);
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[mt][h] = Cfg::kFoldedExp2 ? 1.f : scale_log2;  // the bound, in row_max's units
+        row_sum[mt][h] += exp_and_sum(rS, mt, h, scale_log2, scale_log2);  // exp2_offset of the bound
+      }
+    }
+  }
+
   // LazyRescale: the running max only moves when some row of the warp would otherwise see
   // probabilities above 2^kLazyMaxLog2 (a warp-uniform branch); usually none does, so the
   // kMT*kNO*4 FMULs of rO and the alpha MUFUs are skipped. Exact in real arithmetic: P, the row

@@ -70,7 +70,7 @@ struct Sm90FwdConfig {
   static constexpr bool kLocal = O.mask == MaskKind::kLocal;
   // Softcap (issue 17): S <- tanh(S * scale / softcap) before the mask, the softmax then in
   // units of softcap (scale_log2 = softcap * log2 e): one FMUL and one MUFU.TANH per score.
-  // A run-time switch inside the kernel that has it (args.softcap_scale > 0), as is ALiBi there
+  // A run-time switch inside the kernel that has it (args.softcap_scale != 0), as is ALiBi there
   // (args.alibi: one FMA per score with the distance to the diagonal).
   static constexpr bool kSoftcap = O.softcap;
   // Softcap configs only: MUFU.TANH and MUFU.EX2 then share MUFU's 16 lanes per SM while the

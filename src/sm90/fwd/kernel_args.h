@@ -39,6 +39,8 @@ struct Sm90FwdArgs {
   // kLocal configs: the window in Mask<kLocal>'s bounded form (common/mask.h make_local_mask).
   int window_left, window_right;
   // kSoftcap configs: scale / softcap, or 0 (off); scale_log2 is then softcap * log2(e).
+  // Negative (bf16 only): the same magnitude, and the softmax takes softcap as every row's max
+  // (Consumer::bounded_max).
   float softcap_scale;
   // kSoftcap configs (the feature kernels) also take ALiBi: slopes (b * alibi_bstride + h), or null.
   const float* alibi;

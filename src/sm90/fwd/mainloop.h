@@ -36,9 +36,13 @@ struct Consumer {
   float rO[kO];     // (64, kHeadDim) running output
   Softmax sm;       // row max / sum of the piece in hand
   uint32_t rP[kP][4];  // P as the RS A operand, one 64x16 fragment per k16 step
-  float softcap_scale = 0.f;  // kSoftcap configs: scale / softcap, 0 = off (config.h)
+  float softcap_scale = 0.f;  // kSoftcap configs: scale / softcap, 0 = off (config.h); < 0: see bounded_max
   // Feature kernels: ALiBi's -slope in S's units (S * scale_log2 is the exp2 argument), 0 = off.
   float alibi_coef = 0.f;
+  // kSoftcap bf16 configs: a negative softcap_scale (its magnitude the scale) says the softmax
+  // runs with a fixed max (OnlineSoftmax::step_bounded; softcap bounds every score) and O is
+  // never rescaled (AttnParams::softcap_bounds_max, launch.h). The sign carries the switch to spare a register.
+  __device__ __forceinline__ bool bounded_max() const { return Cfg::kSoftcap && Cfg::kBf16 && softcap_scale < 0.f; }
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
@@ -133,9 +137,10 @@ struct Consumer {
     const int n0 = n * Cfg::kBlockN;
     const int key0 = Cfg::kVarlen && n0 + Cfg::kBlockN > mask.rule.sk ? mask.rule.sk - Cfg::kBlockN : n0;
     if constexpr (Cfg::kSoftcap) {
-      if (softcap_scale > 0.f) {
+      if (softcap_scale != 0.f) {
+        const float c = fabsf(softcap_scale);  // the sign is bounded_max()'s
 #pragma unroll
-        for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * softcap_scale);
+        for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * c);
       }
       if (alibi_coef != 0.f) {
         // + coef * |i + sk - sq - j|: the distance from the query's diagonal.
@@ -158,12 +163,20 @@ struct Consumer {
         mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
       }
     }
+    if constexpr (Cfg::kSoftcap && Cfg::kBf16) {
+      if (bounded_max()) {
+        sm.step_bounded(rS, scale_log2);
+        alpha[0] = alpha[1] = 1.f;
+        return false;
+      }
+    }
     return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
   }
 
   // O *= alpha, skipped by a whole warp when lazy rescaling left all its rows' max unchanged
   // (alpha == 1 exactly; a warp-uniform branch, outside any wgmma fence/issue sequence).
   __device__ __forceinline__ void maybe_rescale_o(bool moved, const float (&alpha)[2]) {
+    if (bounded_max()) return;
     if constexpr (Cfg::kConditionalRescale) {
       if (__any_sync(0xffffffffu, moved)) rescale_o(alpha);
     } else {

@@ -73,6 +73,25 @@ struct OnlineSoftmax {
     return moved;
   }
 
+  // step() for scores known to be at most 1 (softcap's tanh, before any ALiBi bias): 1 *
+  // scale_log2 bounds every exp2 argument, so it serves as the max of every step (no max
+  // reduction, alpha always 1: O is never rescaled). The caller guarantees that the smallest
+  // argument, -2 * scale_log2, keeps P normal in fp32 and bf16 (AttnParams::softcap_bounds_max).
+  __device__ __forceinline__ void step_bounded(float (&s)[kSRegs], float scale_log2) {
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      const float x = fmaf(s[i], scale_log2, -scale_log2);
+      s[i] = on_fma_pipe(i) ? arch::ex2_poly(x) : arch::ex2_approx_ftz(x);
+      sum[(i >> 1) & 1] += s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = scale_log2;
+      row_sum[r] += sum[r];
+    }
+  }
+
   // Quad-reduces the sums; returns 1/sum per row (0 for a fully masked row) and the natural-log
   // LSE (-inf for a fully masked row).
   __device__ __forceinline__ void finalize(float (&inv_sum)[2], float (&lse)[2]) {
