@@ -1,6 +1,8 @@
 // arch::ex2_poly (src/arch/fast_math.h), the FMA-pipe exp2 the sm90 softcap kernels can take
 // part of their softmax exp2 to: relative error against a double exp2, exact zeros where the
 // online softmax needs them, exact powers of two at integers, no NaN and no decrease anywhere.
+// And AttnParams::softcap_bounds_max, the host's condition for the forward kernels' bounded-max
+// softmax: only where its smallest probability stays a normal number.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <random>
 
 #include "arch/fast_math.h"
+#include "common/params.h"
 
 namespace {
 
@@ -85,6 +88,39 @@ void check_monotone() {
 TEST(FastMath, Ex2PolyMonotone) {
   check_monotone<3>();
   check_monotone<4>();
+}
+
+// The bounded-max softmax takes softcap as every row's max, so a probability can be as small as
+// exp2(-2 * softcap * log2 e): the condition must hold exactly where that is a normal float
+// (and bf16, which shares fp32's exponent range) with margin above ex2.approx.ftz's flush.
+TEST(SoftcapBoundedMax, OnlyWhereTheSmallestProbabilityIsNormal) {
+  flashattn::detail::AttnParams p;
+  p.dtype = flashattn::detail::ElemType::kBFloat16;
+  p.scale = 0.125f;
+  p.scale_log2 = p.scale * flashattn::detail::kLog2e;
+  int on = 0;
+  for (float cap = 0.25f; cap <= 64.f; cap += 0.25f) {
+    p.softcap = cap;
+    const double smallest = std::exp2(-2.0 * static_cast<double>(p.exp2_scale()));
+    if (p.softcap_bounds_max()) {
+      ++on;
+      EXPECT_GE(smallest, 0x1p-120) << "softcap " << cap;
+    } else {
+      EXPECT_LT(smallest, 0x1p-119) << "softcap " << cap << " refused although P stays normal";
+    }
+  }
+  EXPECT_GT(on, 100);  // most of the range qualifies (0.25 .. 41.5)
+  p.softcap = 30.f;
+  EXPECT_TRUE(p.softcap_bounds_max());
+  p.dtype = flashattn::detail::ElemType::kFloat16;  // P in fp16 flushes below 2^-24
+  EXPECT_FALSE(p.softcap_bounds_max());
+  p.dtype = flashattn::detail::ElemType::kBFloat16;
+  const float slope = 0.5f;
+  p.alibi_slopes = &slope;  // ALiBi's bias moves the row's true max below the bound
+  EXPECT_FALSE(p.softcap_bounds_max());
+  p.alibi_slopes = nullptr;
+  p.softcap = 0.f;
+  EXPECT_FALSE(p.softcap_bounds_max());
 }
 
 }  // namespace
