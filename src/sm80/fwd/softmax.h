@@ -45,11 +45,11 @@ struct OnlineSoftmax {
     return quad_max(m);
   }
 
-  // Turns scores rS into unnormalized probabilities, rescaling rO and the sums to the new max.
-  template <int kNS, int kNO>
-  __device__ __forceinline__ void step(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2) {
+  // Unfolded configurations scale every score first (FMUL), then take exp2(s - m) (FADD + MUFU);
+  // folded ones fold the scale into exp2's FFMA (nothing to do here).
+  template <int kNS>
+  __device__ __forceinline__ static void scale_unfolded(float (&rS)[kMT][kNS][4], float scale_log2) {
     if constexpr (!Cfg::kFoldedExp2) {
-      // Unfolded: scale every score first (FMUL), then exp2(s - m) (FADD + MUFU).
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -57,6 +57,12 @@ struct OnlineSoftmax {
 #pragma unroll
           for (int e = 0; e < 4; ++e) rS[mt][nt][e] = __fmul_rn(rS[mt][nt][e], scale_log2);
     }
+  }
+
+  // Turns scores rS into unnormalized probabilities, rescaling rO and the sums to the new max.
+  template <int kNS, int kNO>
+  __device__ __forceinline__ void step(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2) {
+    scale_unfolded(rS, scale_log2);
     if constexpr (Cfg::kLazyRescale) {
       step_lazy(rS, rO, scale_log2);
     } else {
@@ -82,14 +88,7 @@ struct OnlineSoftmax {
   // (AttnParams::softcap_bounds_max).
   template <int kNS>
   __device__ __forceinline__ void step_bounded(float (&rS)[kMT][kNS][4], float scale_log2) {
-    if constexpr (!Cfg::kFoldedExp2) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) rS[mt][nt][e] = __fmul_rn(rS[mt][nt][e], scale_log2);
-    }
+    scale_unfolded(rS, scale_log2);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
