@@ -2,7 +2,7 @@
 every CTA's consumer warp 0 stamps each piece (start, mainloop end, epilogue end; globaltimer ns).
 
     run (GPU, trace library in FLASHATTN_LIBRARY):
-        python bench/trace_sm90.py run OUT_DIR [--points D:S:causal,...]
+        python bench/trace_sm90.py run OUT_DIR [--points D:S:causal[:window_left],...]
         -> OUT_DIR/trace-<D>-<S>-<c>-<split|nosplit>.txt (non-causal points run with and without
            the stream-K split)
     report (anywhere): python bench/trace_sm90.py report FILE...
@@ -26,14 +26,17 @@ def run(out, points):
     import flashattn
     out.mkdir(parents=True, exist_ok=True)
     for spec in points:
-        d, s, causal = (int(x) for x in spec.split(":"))
+        # D:S:causal, or D:S:causal:left for a sliding window (left, 0 if causal else left)
+        d, s, causal, *win = (int(x) for x in spec.split(":"))
+        window = (win[0], 0 if causal else win[0]) if win else (-1, -1)
         b, h = max(1, 16384 // s), 2048 // d
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) + 0.3 for _ in range(3))
-        for split in ((True,) if causal else (True, False)):
+        tag = f"{d}-{s}-{causal}" + (f"-w{win[0]}" if win else "")
+        for split in ((True,) if causal or win else (True, False)):
             os.environ["FLASHATTN_SM90_STREAM_K"] = "1" if split else "0"
             for _ in range(3):  # warm-up launches (trace appended, the report takes the last)
-                os.environ["FLASHATTN_SM90_TRACE_FILE"] = str(out / f"trace-{d}-{s}-{causal}-{'split' if split else 'nosplit'}.txt")
-                flashattn.flash_attn_forward(q, k, v, None, bool(causal), backend="sm90")
+                os.environ["FLASHATTN_SM90_TRACE_FILE"] = str(out / f"trace-{tag}-{'split' if split else 'nosplit'}.txt")
+                flashattn.flash_attn_forward(q, k, v, None, bool(causal), backend="sm90", window_size=window)
             torch.cuda.synchronize()
     os.environ.pop("FLASHATTN_SM90_TRACE_FILE", None)
 
