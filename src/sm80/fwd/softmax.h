@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "arch/convert.h"
 #include "arch/fast_math.h"
 
 namespace flashattn::sm80 {
@@ -94,7 +95,9 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         row_max[mt][h] = Cfg::kFoldedExp2 ? 1.f : scale_log2;  // the bound, in row_max's units
-        row_sum[mt][h] += exp_and_sum(rS, mt, h, scale_log2, scale_log2);  // exp2_offset of the bound
+        // exp2_offset of the bound; P is bf16 here and the sum takes it as rounded (sm90's
+        // step_bounded says why)
+        row_sum[mt][h] += exp_and_sum<kNS, FLASHATTN_ABL_BOUNDED_ROUNDED_SUM != 0>(rS, mt, h, scale_log2, scale_log2);
       }
     }
   }
@@ -162,7 +165,8 @@ struct OnlineSoftmax {
 
   // rS[mt][*][2h..2h+1] <- exp2(score - m_sub) (scaled by scale_log2 first when folded); returns
   // this lane's sum of them.
-  template <int kNS>
+  // kRoundedSum (step_bounded, bf16): the sum takes each pair as rounded for the PV mma.
+  template <int kNS, bool kRoundedSum = false>
   __device__ __forceinline__ static float exp_and_sum(float (&rS)[kMT][kNS][4], int mt, int h, float m_sub,
                                                       float scale_log2) {
     float sum = 0.f;
@@ -176,8 +180,9 @@ struct OnlineSoftmax {
         } else {
           s = arch::ex2_approx_ftz(__fsub_rn(s, m_sub));
         }
-        sum += s;
+        if constexpr (!kRoundedSum) sum += s;
       }
+      if constexpr (kRoundedSum) sum += arch::sum_as_bf16_pair(rS[mt][nt][2 * h], rS[mt][nt][2 * h + 1]);
     }
     return sum;
   }

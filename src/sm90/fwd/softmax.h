@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "arch/convert.h"
 #include "arch/fast_math.h"
 #include "sm90/mask.h"
 
@@ -77,13 +78,21 @@ struct OnlineSoftmax {
   // scale_log2 bounds every exp2 argument, so it serves as the max of every step (no max
   // reduction, alpha always 1: O is never rescaled). The caller guarantees that the smallest
   // argument, -2 * scale_log2, keeps P normal in fp32 and bf16 (AttnParams::softcap_bounds_max).
+  // P is bf16 here (the caller's condition), and the sums take it as rounded for PV: a row's
+  // largest P is no longer exactly 1, and O would otherwise carry that P's rounding error whole
+  // wherever one key dominates (arch/convert.h FLASHATTN_ABL_BOUNDED_ROUNDED_SUM).
   __device__ __forceinline__ void step_bounded(float (&s)[kSRegs], float scale_log2) {
     float sum[2] = {0.f, 0.f};
+    constexpr bool kRounded = FLASHATTN_ABL_BOUNDED_ROUNDED_SUM != 0;
 #pragma unroll
-    for (int i = 0; i < kSRegs; ++i) {
-      const float x = fmaf(s[i], scale_log2, -scale_log2);
-      s[i] = on_fma_pipe(i) ? arch::ex2_poly(x) : arch::ex2_approx_ftz(x);
-      sum[(i >> 1) & 1] += s[i];
+    for (int i = 0; i < kSRegs; i += 2) {  // (i, i + 1): one row, the pair convert_p packs
+#pragma unroll
+      for (int j = i; j < i + 2; ++j) {
+        const float x = fmaf(s[j], scale_log2, -scale_log2);
+        s[j] = on_fma_pipe(j) ? arch::ex2_poly(x) : arch::ex2_approx_ftz(x);
+        if constexpr (!kRounded) sum[(j >> 1) & 1] += s[j];
+      }
+      if constexpr (kRounded) sum[(i >> 1) & 1] += arch::sum_as_bf16_pair(s[i], s[i + 1]);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
