@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
+#include "common/env_switch.h"
 #include "common/mask.h"
 #include "common/params.h"
 
@@ -71,11 +70,7 @@ void set_feature_fields(A& a, const detail::FwdParams& p) {
   const Mask<MaskKind::kLocal> w = make_local_mask(p.sq, p.sk, p.window_left, p.window_right, p.causal);
   a.window_left = w.left;
   a.window_right = w.right;
-  a.softcap_scale = p.softcap_scale();
-  // Negative: the kernel's softmax takes softcap's bound as every row's max (softmax.h
-  // step_bounded); FLASHATTN_SOFTCAP_BOUNDED_MAX=0 turns it off (A/B runs).
-  const char* e = std::getenv("FLASHATTN_SOFTCAP_BOUNDED_MAX");
-  if (p.softcap_bounds_max() && (e == nullptr || std::strcmp(e, "0") != 0)) a.softcap_scale = -a.softcap_scale;
+  a.softcap_scale = softcap_scale_arg(p);  // negative: the softmax's step_bounded
   a.scale_log2 = p.exp2_scale();
   a.alibi = p.alibi_slopes;
   a.alibi_bstride = p.alibi_batch_stride;

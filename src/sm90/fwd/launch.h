@@ -75,12 +75,8 @@ Status launch_fwd(const detail::FwdParams& p, cudaStream_t stream) {
   args.alibi_bstride = p.alibi_batch_stride;
   if (!Cfg::kSoftcap && p.alibi_slopes != nullptr) return {StatusCode::kInternal, "backend sm90: ALiBi on a kernel without it"};
   if constexpr (Cfg::kSoftcap) {
-    args.softcap_scale = p.softcap_scale();
+    args.softcap_scale = softcap_scale_arg(p);  // negative: Consumer::bounded_max
     args.scale_log2 = p.exp2_scale();  // the softmax runs on softcap * tanh(.) under softcap
-    // Softcap's bound as every row's max (Consumer::bounded_max, FwdParams::softcap_bounds_max);
-    // FLASHATTN_SOFTCAP_BOUNDED_MAX=0 turns it off (A/B runs).
-    if (Cfg::kBf16 && p.softcap_bounds_max() && env_switch_on("FLASHATTN_SOFTCAP_BOUNDED_MAX"))
-      args.softcap_scale = -args.softcap_scale;
   }
   // TMA store of O: needs a 16-byte aligned base and strides (else the direct-store epilogue).
   args.o_tma = false;

@@ -5,22 +5,14 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 
+#include "common/env_switch.h"
 #include "sm90/fwd/kernel_args.h"
 #include "sm90/fwd/stream_k.h"
 #include "sm90/fwd/stream_k_merge.h"
 #include "sm90/workspace.h"
 
 namespace flashattn::sm90 {
-
-// A run-time switch: on unless the environment sets `name` to "0". Read per call (a getenv per
-// launch) so one process can time both sides of an A/B.
-inline bool env_switch_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || std::strcmp(e, "0") != 0;
-}
 
 // Stream-K tail (stream_k.h) for a non-causal persistent launch: when the tiles leave the last
 // wave partly empty, sets args' plan and workspace. Outside graph capture the workspace is the
