@@ -149,7 +149,7 @@ struct Sm90FwdConfig {
   // its own rows), and the slot goes back to the producer only once the TMA store has read it.
   // With two Q slots the next tile's Q is already in the other one; with one (D=256) it loads
   // after that read, still faster than direct stores (V16).
-  static constexpr bool kTmaStoreOwnBuffer = O.tma_store_epilogue && (kNumConsumerWarpgroups == 2 || O.stream_k) &&
+  static constexpr bool kTmaStoreOwnBuffer = O.tma_store_epilogue && (kNumConsumerWarpgroups == 2 || O.stream_k || FLASHATTN_SM90_ABL_3WG_TMA_STORE != 0) &&
                                              smem_fits(kSmemMainBytes + kOBytes);
   static constexpr bool kTmaStoreInQ = O.tma_store_epilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
   static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;

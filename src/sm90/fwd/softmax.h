@@ -7,6 +7,7 @@
 
 #include "arch/convert.h"
 #include "arch/fast_math.h"
+#include "sm90/fwd/ablation.h"
 #include "sm90/mask.h"
 
 namespace flashattn::sm90 {
@@ -32,11 +33,37 @@ struct OnlineSoftmax {
   // kLazyRescale: the max is raised only if the tile's max exceeds it by more than kThreshold,
   // so every exp2 argument is <= kThreshold (P <= 2^kThreshold) and a row that keeps its max has
   // alpha exactly 1.
+  // This thread's max over each of its two rows' scores. The scores of a row sit in kChains
+  // independent chains of FMNMX, then a tree: with one chain the max waits on a FMNMX latency
+  // per score of the row before any exp2 may start (ablation.h FLASHATTN_SM90_ABL_MAX_CHAINS).
+  __device__ __forceinline__ void row_max_of(const float (&s)[kSRegs], float (&mx)[2]) {
+    constexpr int kChains = FLASHATTN_SM90_ABL_MAX_CHAINS;
+    static_assert(kChains >= 1 && (kChains & (kChains - 1)) == 0 && kChains <= kSRegs / 2,
+                  "FLASHATTN_SM90_ABL_MAX_CHAINS: a power of two, at most a row's scores per thread");
+    float c[2][kChains];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int k = 0; k < kChains; ++k) c[r][k] = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) {
+      const int j = (i >> 2) * 2 + (i & 1);  // the score's index within its row
+      c[(i >> 1) & 1][j % kChains] = fmaxf(c[(i >> 1) & 1][j % kChains], s[i]);
+    }
+#pragma unroll
+    for (int w = kChains / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int k = 0; k < w; ++k) c[r][k] = fmaxf(c[r][k], c[r][k + w]);
+    mx[0] = c[0][0];
+    mx[1] = c[1][0];
+  }
+
   template <float kThreshold = 8.f>
   __device__ __forceinline__ bool step(float (&s)[kSRegs], float scale_log2, float (&alpha)[2]) {
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < kSRegs; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    float mx[2];
+    row_max_of(s, mx);
     float off[2];
     bool moved = !kLazyRescale;
 #pragma unroll
