@@ -96,6 +96,10 @@
 #ifndef FLASHATTN_SM90_ABL_3WG_TMA_STORE
 #define FLASHATTN_SM90_ABL_3WG_TMA_STORE 0
 #endif
+// Half key blocks at a tile's edges (config.h kHalfEdge): 1 = on where the config allows it.
+#ifndef FLASHATTN_SM90_ABL_HALF_EDGE
+#define FLASHATTN_SM90_ABL_HALF_EDGE 0
+#endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
 #ifndef FLASHATTN_SM90_TRACE
