@@ -100,4 +100,60 @@ TEST(Sm90Mask, FragmentMaskingMatchesTheRule) {
   }
 }
 
+// Half key blocks: whenever half_edges says a half of a group's first (hi) or last (lo) block is
+// unseen, no row of the group sees a key there, under the causal rule and windows; and when a
+// half is unseen by every row below Sq, the test finds it for the causal diagonals of Sq == Sk.
+TEST(Sm90Mask, HalfEdgesHideOnlyUnseenKeys) {
+  using flashattn::make_local_mask;
+  constexpr int kBlockN = 128, kBlockM = 128;
+  struct Win {
+    int left, right;
+  };
+  const std::vector<Win> wins = {{1024, 0}, {300, 0}, {127, 0}, {1000, 3}, {256, 256}, {64, -1}, {191, 0}, {0, 0}};
+  int hi_seen = 0, lo_seen = 0;
+  // Besides kShapes, offsets Sk - Sq that put a group's last key one past a half's edge.
+  std::vector<Shape> shapes = kShapes;
+  for (Shape extra : {Shape{1000, 1001}, Shape{500, 565}, Shape{257, 320}, Shape{640, 575}}) shapes.push_back(extra);
+  for (const Shape& sh : shapes) {
+    auto check = [&](const auto& m, auto&& vis) {
+      for (int m0 = 0; m0 < sh.sq; m0 += kBlockM) {
+        const int n_lo = m.first_n_block(m0, kBlockN), n_hi = m.num_n_blocks(m0, kBlockM, kBlockN);
+        if (n_hi <= n_lo) continue;
+        for (int g0 = m0; g0 < m0 + kBlockM; g0 += 64) {
+          const auto e = m.half_edges(g0, n_lo, n_hi, kBlockN);
+          ASSERT_FALSE(e.hi && e.lo && n_hi - 1 == n_lo);
+          for (long long r = g0; r < g0 + 64 && r < sh.sq; ++r) {
+            for (int c = 0; c < kBlockN / 2; ++c) {
+              if (e.hi) {
+                ASSERT_FALSE(vis(r, (n_hi - 1) * kBlockN + kBlockN / 2 + c)) << sh.sq << "x" << sh.sk << " g0 " << g0;
+              }
+              if (e.lo) {
+                ASSERT_FALSE(vis(r, n_lo * kBlockN + c)) << sh.sq << "x" << sh.sk << " g0 " << g0;
+              }
+            }
+          }
+          hi_seen += e.hi;
+          lo_seen += e.lo;
+        }
+      }
+    };
+    const AttnMask<MaskKind::kCausal> causal{{sh.sq, sh.sk}};
+    check(causal, [&](long long r, long long c) { return visible(causal, r, c); });
+    if (sh.sq == sh.sk && sh.sq >= kBlockM) {  // group 0 of every whole diagonal tile
+      for (int m0 = 0; m0 + kBlockM <= sh.sq; m0 += kBlockM)
+        EXPECT_TRUE(causal.half_edges(m0, 0, causal.num_n_blocks(m0, kBlockM, kBlockN), kBlockN).hi) << m0;
+    }
+    for (const Win& w : wins) {
+      const AttnMask<MaskKind::kLocal> local{make_local_mask(sh.sq, sh.sk, w.left, w.right)};
+      check(local, [&](long long r, long long c) {  // FlashAttention 2's window, written out
+        const long long diag = r + sh.sk - sh.sq;
+        return c >= 0 && c < sh.sk && (w.left < 0 || c >= diag - w.left) && (w.right < 0 || c <= diag + w.right);
+      });
+    }
+  }
+  // The shapes reach both kinds of half block.
+  EXPECT_GT(hi_seen, 0);
+  EXPECT_GT(lo_seen, 0);
+}
+
 }  // namespace

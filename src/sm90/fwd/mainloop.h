@@ -292,11 +292,9 @@ struct Consumer {
       // rows see only its lower half, the last (n_lo) when they see only its upper half.
       bool hi_half = false, lo_half = false;
       if constexpr (Cfg::kHalfEdge) {
-        const int g0 = m0 + 64 * wg;  // this group's first row
-        hi_half = mask.key_end32(g0 + 63) <= (n_hi - 1) * Cfg::kBlockN + Cfg::kBlockN / 2;
-        // One block both ways would leave none of it visible: the lower half (masked) serves.
-        if constexpr (Cfg::kLocal)
-          lo_half = (!hi_half || n_hi - 1 > n_lo) && mask.key_begin32(g0) >= n_lo * Cfg::kBlockN + Cfg::kBlockN / 2;
+        const auto e = mask.half_edges(m0 + 64 * wg, n_lo, n_hi, Cfg::kBlockN);  // this group's rows
+        hi_half = e.hi;
+        lo_half = e.lo;
       }
       // Prologue: S(last tile) and its softmax; no PV yet.
       int n = n_hi - 1;
