@@ -68,20 +68,6 @@ struct AttnMask {
     else return 0;
   }
   FLASHATTN_HOST_DEVICE static int clamp32(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
-  // Half key blocks (the forward's kHalfEdge): for a consumer group's rows [g0, g0 + 64) walking
-  // key blocks [n_lo, n_hi), hi: no row sees the upper half of block n_hi - 1 (the first one
-  // visited); lo (kLocal): no row sees the lower half of block n_lo, and it is not that same
-  // block already halved by hi. key_end32 and key_begin32 grow with the row, so the group's last
-  // row bounds hi and its first row lo (rows past Sq only make the test stricter).
-  struct HalfEdges {
-    bool hi, lo;
-  };
-  FLASHATTN_HOST_DEVICE HalfEdges half_edges(int g0, int n_lo, int n_hi, int block_n) const {
-    HalfEdges e{key_end32(g0 + 63) <= (n_hi - 1) * block_n + block_n / 2, false};
-    if constexpr (Mask<Kind>::kLocal)
-      e.lo = (!e.hi || n_hi - 1 > n_lo) && key_begin32(g0) >= n_lo * block_n + block_n / 2;
-    return e;
-  }
   // Sets masked elements of the S fragment to -inf. row0 is this thread's first row (its second
   // is row0 + 8), col0 the tile's first key + 2q; element i sits at column col0 + 8(i/4) + i%2.
   template <int kSRegs>

@@ -86,20 +86,6 @@
 #ifndef FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2
 #define FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2 0
 #endif
-// Independent running maxima per row in the softmax's max reduction (softmax.h), combined by a
-// tree at the end: 1 = one chain of FMNMX per row (each waits on the previous one's result).
-#ifndef FLASHATTN_SM90_ABL_MAX_CHAINS
-#define FLASHATTN_SM90_ABL_MAX_CHAINS 1
-#endif
-// Three-consumer-group configs (D=64) with the TMA-store epilogue's own O buffer whenever it
-// fits: 0 = only those with the stream-K tail (config.h kTmaStoreOwnBuffer), 1 = all of them.
-#ifndef FLASHATTN_SM90_ABL_3WG_TMA_STORE
-#define FLASHATTN_SM90_ABL_3WG_TMA_STORE 0
-#endif
-// Half key blocks at a tile's edges (config.h kHalfEdge): 1 = on where the config allows it.
-#ifndef FLASHATTN_SM90_ABL_HALF_EDGE
-#define FLASHATTN_SM90_ABL_HALF_EDGE 0
-#endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
 #ifndef FLASHATTN_SM90_TRACE

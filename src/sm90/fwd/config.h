@@ -68,13 +68,6 @@ struct Sm90FwdConfig {
   // longest-first scheduler balances them), so the causal kernels carry none of its code.
   static constexpr bool kStreamK = O.stream_k && O.persistent && !O.varlen && O.mask != MaskKind::kLocal;
   static constexpr bool kLocal = O.mask == MaskKind::kLocal;
-  // Half key blocks at the tile's edges (mainloop.h): a consumer group whose 64 rows see only
-  // the lower half of the first key block it visits (a causal or window diagonal) or only the
-  // upper half of the last (a window's left edge) runs that block as an N = BlockN / 2 QK^T and
-  // a K = BlockN / 2 PV. BlockN 128 (the halves: wgmma n64, four k16 steps); not varlen, whose
-  // last block may be loaded shifted.
-  static constexpr bool kHalfEdge = FLASHATTN_SM90_ABL_HALF_EDGE != 0 && O.block_n == 128 && !O.varlen &&
-                                    O.mask != MaskKind::kNone && O.overlap;
   // Softcap (issue 17): S <- tanh(S * scale / softcap) before the mask, the softmax then in
   // units of softcap (scale_log2 = softcap * log2 e): one FMUL and one MUFU.TANH per score.
   // A run-time switch inside the kernel that has it (args.softcap_scale != 0), as is ALiBi there
@@ -156,7 +149,7 @@ struct Sm90FwdConfig {
   // its own rows), and the slot goes back to the producer only once the TMA store has read it.
   // With two Q slots the next tile's Q is already in the other one; with one (D=256) it loads
   // after that read, still faster than direct stores (V16).
-  static constexpr bool kTmaStoreOwnBuffer = O.tma_store_epilogue && (kNumConsumerWarpgroups == 2 || O.stream_k || FLASHATTN_SM90_ABL_3WG_TMA_STORE != 0) &&
+  static constexpr bool kTmaStoreOwnBuffer = O.tma_store_epilogue && (kNumConsumerWarpgroups == 2 || O.stream_k) &&
                                              smem_fits(kSmemMainBytes + kOBytes);
   static constexpr bool kTmaStoreInQ = O.tma_store_epilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
   static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;

@@ -44,21 +44,6 @@ struct Consumer {
   // never rescaled (AttnParams::softcap_bounds_max, launch.h). The sign carries the switch to spare a register.
   __device__ __forceinline__ bool bounded_max() const { return Cfg::kSoftcap && Cfg::kBf16 && softcap_scale < 0.f; }
 
-  // Which keys of a block a GEMM step covers: all, or (Cfg::kHalfEdge) only the lower or the
-  // upper half, when none of this group's rows sees the other half (a causal diagonal block, a
-  // window's left edge): half the QK^T, the exp2 and the PV work of that block.
-  enum : int { kFullBlock = 0, kLowerHalf = 1, kUpperHalf = 2 };
-  template <int kPart>
-  static constexpr int kPartCols = kPart == kFullBlock ? Cfg::kBlockN : Cfg::kBlockN / 2;
-  template <int kPart>
-  static constexpr int kPartKey0 = kPart == kUpperHalf ? Cfg::kBlockN / 2 : 0;
-  // The first kN score registers (a half block's S sits in the low half of rS).
-  template <int kN>
-  __device__ __forceinline__ auto& s_head() {
-    if constexpr (kN == kS) return rS;
-    else return *reinterpret_cast<float(*)[kN]>(&rS[0]);
-  }
-
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
   // offset is unused by swizzled K-major layouts.
@@ -75,11 +60,8 @@ struct Consumer {
                                                     Cfg::kAtomBytes);
   }
 
-  template <int kPart = kFullBlock>
   __device__ __forceinline__ void issue_qk(int stage) {
-    constexpr int kN = kPartCols<kPart>;
-    // The upper half's keys start kBlockN / 2 rows into every box (a whole number of atoms).
-    const uint64_t dq = desc_q(), dk = desc_k(stage) + ((kPartKey0<kPart> * Cfg::kSwizzleBytes) >> 4);
+    const uint64_t dq = desc_q(), dk = desc_k(stage);
     arch::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
@@ -87,34 +69,30 @@ struct Consumer {
       constexpr int kB = Cfg::kStepsPerBox;
       const uint64_t oa = ((kk / kB) * Cfg::kQBoxBytes + (kk % kB) * 32) >> 4;
       const uint64_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
-      arch::wgmma_ss<kN, Cfg::kBf16>(s_head<kN / 2>(), dq + oa, dk + ob, kk > 0 ? 1u : 0u);
+      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, dq + oa, dk + ob, kk > 0 ? 1u : 0u);
     }
     arch::wgmma_commit_group();
   }
 
   // k16 step of PV: the next 16 key rows of V.
-  template <int kPart = kFullBlock>
   __device__ __forceinline__ void issue_pv(int stage) {
     const uint64_t dv = desc_v(stage);
     arch::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kPartCols<kPart> / 16; ++kk)
-      arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(
-          rO, rP[kk], dv + (((kk * 16 + kPartKey0<kPart>) * Cfg::kSwizzleBytes) >> 4), 1u);
+    for (int kk = 0; kk < kP; ++kk)
+      arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 16 * Cfg::kSwizzleBytes) >> 4), 1u);
     arch::wgmma_commit_group();
   }
 
-  template <int kPart = kFullBlock>
   __device__ __forceinline__ void fence_p() {
 #pragma unroll
-    for (int kk = 0; kk < kPartCols<kPart> / 16; ++kk) arch::reg_fence(rP[kk]);
+    for (int kk = 0; kk < kP; ++kk) arch::reg_fence(rP[kk]);
   }
 
   // P fragment for k-step kk is the accumulator pairs d[8kk+2j], d[8kk+2j+1] (no shuffles).
-  template <int kPart = kFullBlock>
   __device__ __forceinline__ void convert_p() {
 #pragma unroll
-    for (int kk = 0; kk < kPartCols<kPart> / 16; ++kk)
+    for (int kk = 0; kk < kP; ++kk)
 #pragma unroll
       for (int j = 0; j < 4; ++j) rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
   }
@@ -151,21 +129,18 @@ struct Consumer {
 
   // Returns whether this thread's O rows need rescaling (always true without lazy rescaling).
   // kMask: 1 = apply the mask, 0 = tile known unmasked, -1 = test at run time.
-  template <int kMask = -1, int kPart = kFullBlock>
+  template <int kMask = -1>
   __device__ __forceinline__ bool mask_and_softmax(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int m0, int row0,
                                                    float scale_log2, float (&alpha)[2]) {
-    static_assert(kPart == kFullBlock || !Cfg::kVarlen, "half blocks: not with varlen's shifted blocks");
-    constexpr int kN = kPartCols<kPart> / 2;  // score registers in hand
-    auto& s = s_head<kN>();
     // The block's first key: varlen loads the block crossing the sequence's end shifted back to
     // keys [sk - BlockN, sk) (producer.h), so that no row of the next sequence is read.
-    const int n0 = n * Cfg::kBlockN + kPartKey0<kPart>;
+    const int n0 = n * Cfg::kBlockN;
     const int key0 = Cfg::kVarlen && n0 + Cfg::kBlockN > mask.rule.sk ? mask.rule.sk - Cfg::kBlockN : n0;
     if constexpr (Cfg::kSoftcap) {
       if (softcap_scale != 0.f) {
         const float c = fabsf(softcap_scale);  // the sign is bounded_max()'s
 #pragma unroll
-        for (int i = 0; i < kN; ++i) s[i] = arch::tanh_approx(s[i] * c);
+        for (int i = 0; i < kS; ++i) rS[i] = arch::tanh_approx(rS[i] * c);
       }
       if (alibi_coef != 0.f) {
         // + coef * |i + sk - sq - j|: the distance from the query's diagonal.
@@ -174,28 +149,28 @@ struct Consumer {
         const int q4 = static_cast<int>(threadIdx.x & 3);  // signed: the distance may be negative
         const float diag0 = static_cast<float>(row0 + (mask.rule.sk - mask.rule.sq) - (key0 + 2 * q4));
 #pragma unroll
-        for (int i = 0; i < kN; ++i) {
+        for (int i = 0; i < kS; ++i) {
           const float dist = diag0 + static_cast<float>(8 * ((i >> 1) & 1) - 8 * (i >> 2) - (i & 1));
-          s[i] = fmaf(alibi_coef, fabsf(dist), s[i]);
+          rS[i] = fmaf(alibi_coef, fabsf(dist), rS[i]);
         }
       }
     }
     if (kMask == 1 || (kMask == -1 && mask.tile_needs_mask(n, m0, Cfg::kBlockN, Cfg::kBlockM))) {
       if constexpr (Cfg::kVarlen) {
         // The shifted block's keys below n * BlockN belong to the next block, already counted.
-        mask.apply(s, row0, key0 + 2 * (threadIdx.x & 3), n0);
+        mask.apply(rS, row0, key0 + 2 * (threadIdx.x & 3), n0);
       } else {
-        mask.apply(s, row0, n0 + 2 * (threadIdx.x & 3));
+        mask.apply(rS, row0, n * Cfg::kBlockN + 2 * (threadIdx.x & 3));
       }
     }
     if constexpr (Cfg::kSoftcap && Cfg::kBf16) {
       if (bounded_max()) {
-        sm.step_bounded(s, scale_log2);
+        sm.step_bounded(rS, scale_log2);
         alpha[0] = alpha[1] = 1.f;
         return false;
       }
     }
-    return sm.template step<Cfg::kRescaleThreshold>(s, scale_log2, alpha);
+    return sm.template step<Cfg::kRescaleThreshold>(rS, scale_log2, alpha);
   }
 
   // O *= alpha, skipped by a whole warp when lazy rescaling left all its rows' max unchanged
@@ -222,60 +197,29 @@ struct Consumer {
 
   // One steady-state turn: S(n) and PV of the previously visited tile back to back, then the
   // softmax of S(n) while the PV runs. kMask: tile n needs the mask (1), not (0), test (-1).
-  // kQPart: the keys of block n to compute, kPVPart: those of the block visited before it.
-  template <int kMask, int kQPart = kFullBlock, int kPVPart = kFullBlock>
+  template <int kMask>
   __device__ __forceinline__ void overlapped_step(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int n_lo, int m0,
                                                   int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
     float alpha[2];
     kv.advance();
     bars.k.wait_full(kv.stage, kv.phase);
     turn_begin();
-    issue_qk<kQPart>(kv.stage);  // S(n) ...
+    issue_qk(kv.stage);  // S(n) ...
     bars.v.wait_full(pv.stage, pv.phase);
-    issue_pv<kPVPart>(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
+    issue_pv(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
     turn_end();
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
     bars.k.release_warp(kv.stage);
     if (n == n_lo) release_q();
-    const bool moved = mask_and_softmax<kMask, kQPart>(mask, sm, n, m0, row0, scale_log2, alpha);
+    const bool moved = mask_and_softmax<kMask>(mask, sm, n, m0, row0, scale_log2, alpha);
     arch::wgmma_wait_group<0>();
     arch::reg_fence(rO);
-    fence_p<kPVPart>();
+    fence_p();
     bars.v.release_warp(pv.stage);
     maybe_rescale_o(moved, alpha);
-    convert_p<kQPart>();
+    convert_p();
     pv = kv;
-  }
-
-  // The first visited block: S(n) and its softmax; no PV yet.
-  template <int kPart>
-  __device__ __forceinline__ void prologue(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int n_lo, int m0,
-                                           int row0, float scale_log2, float (&alpha)[2]) {
-    bars.k.wait_full(kv.stage, kv.phase);
-    turn_begin();
-    issue_qk<kPart>(kv.stage);
-    turn_end();
-    arch::wgmma_wait_group<0>();
-    arch::reg_fence(rS);
-    bars.k.release_warp(kv.stage);
-    if (n == n_lo) release_q();  // last QK^T of this tile retired: Q may be reloaded
-    mask_and_softmax<-1, kPart>(mask, sm, n, m0, row0, scale_log2, alpha);
-    convert_p<kPart>();
-  }
-
-  // PV of the last visited block.
-  template <int kPart>
-  __device__ __forceinline__ void tail_pv(PipelineState<Cfg::kStages>& pv) {
-    bars.v.wait_full(pv.stage, pv.phase);
-    turn_begin();
-    issue_pv<kPart>(pv.stage);
-    turn_end();
-    arch::wgmma_wait_group<0>();
-    arch::reg_fence(rO);
-    fence_p<kPart>();
-    bars.v.release_warp(pv.stage);
-    kv.advance();
   }
 
   // Runs key tiles [n_lo, n_hi) (the last first); leaves O unnormalised and the softmax state in `sm`.
@@ -288,82 +232,51 @@ struct Consumer {
     ++q_ring.count;  // q_slot() is now this tile's
     float alpha[2];
     if constexpr (Cfg::kIntraWarpgroupOverlap) {
-      // Half blocks (Cfg::kHalfEdge): the first block visited (the highest) when this group's
-      // rows see only its lower half, the last (n_lo) when they see only its upper half.
-      bool hi_half = false, lo_half = false;
-      if constexpr (Cfg::kHalfEdge) {
-        const auto e = mask.half_edges(m0 + 64 * wg, n_lo, n_hi, Cfg::kBlockN);  // this group's rows
-        hi_half = e.hi;
-        lo_half = e.lo;
-      }
       // Prologue: S(last tile) and its softmax; no PV yet.
       int n = n_hi - 1;
-      int pv_part = kFullBlock;  // the keys of the visited block whose PV is pending
-      if constexpr (Cfg::kHalfEdge) {
-        if (hi_half) {
-          prologue<kLowerHalf>(mask, sm, n, n_lo, m0, row0, scale_log2, alpha);
-          pv_part = kLowerHalf;
-        } else if (lo_half && n == n_lo) {
-          prologue<kUpperHalf>(mask, sm, n, n_lo, m0, row0, scale_log2, alpha);
-          pv_part = kUpperHalf;
-        } else {
-          prologue<kFullBlock>(mask, sm, n, n_lo, m0, row0, scale_log2, alpha);
-        }
-      } else {
-        prologue<kFullBlock>(mask, sm, n, n_lo, m0, row0, scale_log2, alpha);
-      }
+      bars.k.wait_full(kv.stage, kv.phase);
+      turn_begin();
+      issue_qk(kv.stage);
+      turn_end();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rS);
+      bars.k.release_warp(kv.stage);
+      if (n == n_lo) release_q();  // last QK^T of this tile retired: Q may be reloaded
+      mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
+      convert_p();
       PipelineState<Cfg::kStages> pv = kv;
-      if constexpr (Cfg::kHalfEdge) {
-        // The step after a lower-half prologue, peeled: its PV covers half a block.
-        if (pv_part == kLowerHalf && n > n_lo) {
-          --n;
-          if (lo_half && n == n_lo) {
-            overlapped_step<1, kUpperHalf, kLowerHalf>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-            pv_part = kUpperHalf;
-          } else {
-            overlapped_step<-1, kFullBlock, kLowerHalf>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-            pv_part = kFullBlock;
-          }
-        }
-      }
-      // The loops below stop above n_lo when its upper half is taken by the step after them.
-      const int n_end = Cfg::kHalfEdge && lo_half && pv_part == kFullBlock ? n_lo + 1 : n_lo;
       // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
       if constexpr (Cfg::kSplitMaskedLoop && Cfg::kLocal) {
         // A window's masked tiles sit at both ends: [u.hi, n_hi) and [n_lo, u.lo).
         const BlockRange u = mask.rule.unmasked_n_block_range(m0 / Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
-        const int u_hi = max(n_end, u.hi), u_lo = max(n_end, u.lo);
+        const int u_hi = max(n_lo, u.hi), u_lo = max(n_lo, u.lo);
 #pragma unroll 1
         for (--n; n >= u_hi; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
 #pragma unroll 1
         for (; n >= u_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
 #pragma unroll 1
-        for (; n >= n_end; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+        for (; n >= n_lo; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
       } else if constexpr (Cfg::kSplitMaskedLoop) {
-        const int n_unmasked = max(n_end, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
+        const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
 #pragma unroll 1
         for (--n; n >= n_unmasked; --n)
           overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
 #pragma unroll 1
-        for (; n >= n_end; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+        for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
       } else {
 #pragma unroll 1
-        for (--n; n >= n_end; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-      }
-      if constexpr (Cfg::kHalfEdge && Cfg::kLocal) {
-        if (n_end > n_lo) {  // the loops stopped at n == n_lo: the window's left edge block, upper half
-          overlapped_step<1, kUpperHalf, kFullBlock>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-          pv_part = kUpperHalf;
-        }
+        for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
       }
       // Tail: PV of the last visited tile.
-      if constexpr (Cfg::kHalfEdge) {
-        if (pv_part == kLowerHalf) tail_pv<kLowerHalf>(pv);
-        else if (pv_part == kUpperHalf) tail_pv<kUpperHalf>(pv);
-        else tail_pv<kFullBlock>(pv);
-      } else {
-        tail_pv<kFullBlock>(pv);
-      }
+      bars.v.wait_full(pv.stage, pv.phase);
+      turn_begin();
+      issue_pv(pv.stage);
+      turn_end();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rO);
+      fence_p();
+      bars.v.release_warp(pv.stage);
+      kv.advance();
     } else {
 #pragma unroll 1
       for (int n = n_hi - 1; n >= n_lo; --n) {

@@ -7,7 +7,6 @@
 
 #include "arch/convert.h"
 #include "arch/fast_math.h"
-#include "sm90/fwd/ablation.h"
 #include "sm90/mask.h"
 
 namespace flashattn::sm90 {
@@ -33,39 +32,11 @@ struct OnlineSoftmax {
   // kLazyRescale: the max is raised only if the tile's max exceeds it by more than kThreshold,
   // so every exp2 argument is <= kThreshold (P <= 2^kThreshold) and a row that keeps its max has
   // alpha exactly 1.
-  // This thread's max over each of its two rows' scores. The scores of a row sit in kChains
-  // independent chains of FMNMX, then a tree: with one chain the max waits on a FMNMX latency
-  // per score of the row before any exp2 may start (ablation.h FLASHATTN_SM90_ABL_MAX_CHAINS).
-  template <int kN>
-  __device__ __forceinline__ void row_max_of(const float (&s)[kN], float (&mx)[2]) {
-    constexpr int kChains = FLASHATTN_SM90_ABL_MAX_CHAINS;
-    static_assert(kChains >= 1 && (kChains & (kChains - 1)) == 0 && kChains <= kN / 2,
-                  "FLASHATTN_SM90_ABL_MAX_CHAINS: a power of two, at most a row's scores per thread");
-    float c[2][kChains];
+  template <float kThreshold = 8.f>
+  __device__ __forceinline__ bool step(float (&s)[kSRegs], float scale_log2, float (&alpha)[2]) {
+    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int k = 0; k < kChains; ++k) c[r][k] = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      const int j = (i >> 2) * 2 + (i & 1);  // the score's index within its row
-      c[(i >> 1) & 1][j % kChains] = fmaxf(c[(i >> 1) & 1][j % kChains], s[i]);
-    }
-#pragma unroll
-    for (int w = kChains / 2; w >= 1; w /= 2)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int k = 0; k < w; ++k) c[r][k] = fmaxf(c[r][k], c[r][k + w]);
-    mx[0] = c[0][0];
-    mx[1] = c[1][0];
-  }
-
-  // kN: the registers in hand, kSRegs or half of them (a half key block, mainloop.h).
-  template <float kThreshold = 8.f, int kN = kSRegs>
-  __device__ __forceinline__ bool step(float (&s)[kN], float scale_log2, float (&alpha)[2]) {
-    float mx[2];
-    row_max_of(s, mx);
+    for (int i = 0; i < kSRegs; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
     float off[2];
     bool moved = !kLazyRescale;
 #pragma unroll
@@ -90,7 +61,7 @@ struct OnlineSoftmax {
     }
     float sum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < kN; ++i) {
+    for (int i = 0; i < kSRegs; ++i) {
       const int r = (i >> 1) & 1;
       // One FFMA + one MUFU per score (the scale is folded into the exponent), or the FFMA and
       // ex2_poly's FMA/ALU instructions for the registers on the FMA pipe.
@@ -110,12 +81,11 @@ struct OnlineSoftmax {
   // P is bf16 here (the caller's condition), and the sums take it as rounded for PV: a row's
   // largest P is no longer exactly 1, and O would otherwise carry that P's rounding error whole
   // wherever one key dominates (arch/convert.h FLASHATTN_ABL_BOUNDED_ROUNDED_SUM).
-  template <int kN = kSRegs>
-  __device__ __forceinline__ void step_bounded(float (&s)[kN], float scale_log2) {
+  __device__ __forceinline__ void step_bounded(float (&s)[kSRegs], float scale_log2) {
     float sum[2] = {0.f, 0.f};
     constexpr bool kRounded = FLASHATTN_ABL_BOUNDED_ROUNDED_SUM != 0;
 #pragma unroll
-    for (int i = 0; i < kN; i += 2) {  // (i, i + 1): one row, the pair convert_p packs
+    for (int i = 0; i < kSRegs; i += 2) {  // (i, i + 1): one row, the pair convert_p packs
 #pragma unroll
       for (int j = i; j < i + 2; ++j) {
         const float x = fmaf(s[j], scale_log2, -scale_log2);
