@@ -12,6 +12,7 @@
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
 #include "arch/wgmma.h"
+#include "sm90/fwd/ablation.h"
 #include "sm90/fwd/kernel_args.h"
 #include "sm90/pipeline.h"
 #include "sm90/fwd/softmax.h"
@@ -43,6 +44,8 @@ struct Consumer {
   // runs with a fixed max (OnlineSoftmax::step_bounded; softcap bounds every score) and O is
   // never rescaled (AttnParams::softcap_bounds_max, launch.h). The sign carries the switch to spare a register.
   __device__ __forceinline__ bool bounded_max() const { return Cfg::kSoftcap && Cfg::kBf16 && softcap_scale < 0.f; }
+  static constexpr bool kBoundedPackOnce =
+      Cfg::kSoftcap && Cfg::kBf16 && FLASHATTN_SM90_ABL_BOUNDED_PACK_ONCE && FLASHATTN_ABL_BOUNDED_ROUNDED_SUM;
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
@@ -91,10 +94,24 @@ struct Consumer {
 
   // P fragment for k-step kk is the accumulator pairs d[8kk+2j], d[8kk+2j+1] (no shuffles).
   __device__ __forceinline__ void convert_p() {
+    if constexpr (kBoundedPackOnce) {
+      if (bounded_max()) {  // step_bounded_packed left each pair packed in its even register
+#pragma unroll
+        for (int kk = 0; kk < kP; ++kk)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) rP[kk][j] = __float_as_uint(rS[8 * kk + 2 * j]);
+        return;
+      }
+    }
 #pragma unroll
     for (int kk = 0; kk < kP; ++kk)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (Cfg::kBf16 && FLASHATTN_SM90_ABL_INT_PACK_P)
+          rP[kk][j] = arch::pack_bf16x2_finite(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
+        else
+          rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
+      }
   }
 
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
@@ -165,7 +182,8 @@ struct Consumer {
     }
     if constexpr (Cfg::kSoftcap && Cfg::kBf16) {
       if (bounded_max()) {
-        sm.step_bounded(rS, scale_log2);
+        if constexpr (kBoundedPackOnce) sm.step_bounded_packed(rS, scale_log2);
+        else sm.step_bounded(rS, scale_log2);
         alpha[0] = alpha[1] = 1.f;
         return false;
       }
