@@ -96,6 +96,11 @@
 #ifndef FLASHATTN_SM90_ABL_INT_PACK_P
 #define FLASHATTN_SM90_ABL_INT_PACK_P 0
 #endif
+// 1: window kernels (config.h kChainTiles) issue a tile's last PV in the turn of the next tile's
+// first QK^T, and store the finished tile while that PV's softmax partner runs.
+#ifndef FLASHATTN_SM90_ABL_CHAIN_TILES
+#define FLASHATTN_SM90_ABL_CHAIN_TILES 0
+#endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
 #ifndef FLASHATTN_SM90_TRACE
