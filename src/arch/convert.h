@@ -22,13 +22,6 @@ __device__ __forceinline__ uint32_t pack_f32x2(float lo, float hi) {
   }
 }
 
-// pack_f32x2<true> for finite a, b by integer ops (two IADD, one PRMT) instead of a conversion
-// instruction: rounds half away from zero where the conversion rounds half to even (a tie needs
-// the low 16 bits exactly 0x8000). Not for NaN (a NaN may round to inf).
-__device__ __forceinline__ uint32_t pack_bf16x2_finite(float lo, float hi) {
-  return __byte_perm(__float_as_uint(lo) + 0x8000u, __float_as_uint(hi) + 0x8000u, 0x7632);
-}
-
 // The bounded-max softmaxes (sm90 and sm80 step_bounded) sum P as rounded for the PV GEMM, so
 // O's numerator and denominator weigh every key alike (a row's largest P is not exactly 1 there,
 // as it is with a running max). 0: the unrounded sums (build-time A/B, docs/VERSIONS.md V32).
@@ -38,9 +31,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2_finite(float lo, float hi) {
 
 // a + b as bf16 rounds them (as pack_f32x2<true> does), summed in fp32 (the roundings are exact
 // floats): what a bf16 GEMM operand packed from a and b contributes to a row's weight.
-__device__ __forceinline__ float sum_of_bf16_pair(uint32_t packed) {
-  return __uint_as_float(packed << 16) + __uint_as_float(packed & 0xffff0000u);
+__device__ __forceinline__ float sum_as_bf16_pair(float a, float b) {
+  const uint32_t p = pack_f32x2<true>(a, b);
+  return __uint_as_float(p << 16) + __uint_as_float(p & 0xffff0000u);
 }
-__device__ __forceinline__ float sum_as_bf16_pair(float a, float b) { return sum_of_bf16_pair(pack_f32x2<true>(a, b)); }
 
 }  // namespace flashattn::arch

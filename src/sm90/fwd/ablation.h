@@ -86,21 +86,6 @@
 #ifndef FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2
 #define FLASHATTN_SM90_ABL_SOFTCAP_POLY_EXP2 0
 #endif
-// Softcap's bounded-max softmax (bf16): 1 leaves P packed (bf16x2) in the even S registers, the
-// pack its rounded row sums need, and convert_p copies it; 0 packs P a second time in convert_p.
-#ifndef FLASHATTN_SM90_ABL_BOUNDED_PACK_ONCE
-#define FLASHATTN_SM90_ABL_BOUNDED_PACK_ONCE 0
-#endif
-// 1: P (finite, bf16 kernels) packed for PV by integer ops (arch::pack_bf16x2_finite), not by
-// the conversion instruction.
-#ifndef FLASHATTN_SM90_ABL_INT_PACK_P
-#define FLASHATTN_SM90_ABL_INT_PACK_P 0
-#endif
-// 1: window kernels (config.h kChainTiles) issue a tile's last PV in the turn of the next tile's
-// first QK^T, and store the finished tile while that PV's softmax partner runs.
-#ifndef FLASHATTN_SM90_ABL_CHAIN_TILES
-#define FLASHATTN_SM90_ABL_CHAIN_TILES 0
-#endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
 #ifndef FLASHATTN_SM90_TRACE

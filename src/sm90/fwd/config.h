@@ -153,14 +153,6 @@ struct Sm90FwdConfig {
                                              smem_fits(kSmemMainBytes + kOBytes);
   static constexpr bool kTmaStoreInQ = O.tma_store_epilogue && kNumConsumerWarpgroups == 2 && !kTmaStoreOwnBuffer;
   static constexpr bool kTmaStoreEpilogue = kTmaStoreOwnBuffer || kTmaStoreInQ;
-  // Chained tiles (window kernels): a window's tiles are short (left + BlockM keys), so each
-  // group's tile boundary - its last PV alone, the epilogue, the next tile's first QK^T and
-  // softmax with no PV beside it - is a large part of the tile. Chained, the last PV goes out
-  // in the next tile's first turn and the finished tile is stored under it. Needs the
-  // overlapped ping-pong loop and an O buffer of its own (the Q slot is the next tile's);
-  // no stream-K pieces or varlen offsets to carry between tiles.
-  static constexpr bool kChainTiles = FLASHATTN_SM90_ABL_CHAIN_TILES && kLocal && !kVarlen && !kStreamK &&
-                                      kIntraWarpgroupOverlap && kPingPong && !kTmaStoreInQ;
   static constexpr uint32_t kSmemO = kSmemMainBytes;
   static constexpr uint32_t kOGroupBytes = 64 * kVDim * kElemBytes;  // one consumer group's rows
   static constexpr uint32_t kOBoxBytes = 64 * kSwizzleBytes;

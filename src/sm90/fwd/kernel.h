@@ -19,7 +19,6 @@
 #include "sm90/scheduler.h"
 #include "sm90/fwd/softmax.h"
 #include "sm90/fwd/stream_k_merge.h"
-#include "sm90/fwd/chained.h"
 
 namespace flashattn::sm90 {
 
@@ -110,9 +109,6 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
   const int t_in_wg = threadIdx.x % 128;
   const int row_in_tile = 64 * c.wg + 16 * (t_in_wg / 32) + (t_in_wg % 32) / 4;
   c.pingpong_start();
-  if constexpr (Cfg::kChainTiles) {
-    consume_chained<Cfg>(&tmO, smem, bars, args, plan, mask, c, row_in_tile);
-  } else {
 #pragma unroll 1
   for (uint32_t k = 0;; ++k) {
     const auto w = work_read(bars, k);
@@ -177,7 +173,6 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, 1)
       e[3] = globaltimer_ns();
     }
 #endif
-  }
   }
   // The last TMA store must have read its staging buffer before the CTA's smem goes away.
   if (Cfg::kTmaStoreEpilogue && args.o_tma && t_in_wg == 0) cp_async_bulk_wait_group_read0();

@@ -12,7 +12,6 @@
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
 #include "arch/wgmma.h"
-#include "sm90/fwd/ablation.h"
 #include "sm90/fwd/kernel_args.h"
 #include "sm90/pipeline.h"
 #include "sm90/fwd/softmax.h"
@@ -44,8 +43,6 @@ struct Consumer {
   // runs with a fixed max (OnlineSoftmax::step_bounded; softcap bounds every score) and O is
   // never rescaled (AttnParams::softcap_bounds_max, launch.h). The sign carries the switch to spare a register.
   __device__ __forceinline__ bool bounded_max() const { return Cfg::kSoftcap && Cfg::kBf16 && softcap_scale < 0.f; }
-  static constexpr bool kBoundedPackOnce =
-      Cfg::kSoftcap && Cfg::kBf16 && FLASHATTN_SM90_ABL_BOUNDED_PACK_ONCE && FLASHATTN_ABL_BOUNDED_ROUNDED_SUM;
 
   __device__ __forceinline__ uint32_t q_slot() const { return Cfg::kQStages == 1 ? 0u : (q_ring.count - 1) % Cfg::kQStages; }
   // K-major Q and K: the stride byte offset steps 8 rows (one swizzle atom); the leading byte
@@ -94,24 +91,10 @@ struct Consumer {
 
   // P fragment for k-step kk is the accumulator pairs d[8kk+2j], d[8kk+2j+1] (no shuffles).
   __device__ __forceinline__ void convert_p() {
-    if constexpr (kBoundedPackOnce) {
-      if (bounded_max()) {  // step_bounded_packed left each pair packed in its even register
-#pragma unroll
-        for (int kk = 0; kk < kP; ++kk)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) rP[kk][j] = __float_as_uint(rS[8 * kk + 2 * j]);
-        return;
-      }
-    }
 #pragma unroll
     for (int kk = 0; kk < kP; ++kk)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if constexpr (Cfg::kBf16 && FLASHATTN_SM90_ABL_INT_PACK_P)
-          rP[kk][j] = arch::pack_bf16x2_finite(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
-        else
-          rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
-      }
+      for (int j = 0; j < 4; ++j) rP[kk][j] = arch::pack_f32x2<Cfg::kBf16>(rS[8 * kk + 2 * j], rS[8 * kk + 2 * j + 1]);
   }
 
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
@@ -182,8 +165,7 @@ struct Consumer {
     }
     if constexpr (Cfg::kSoftcap && Cfg::kBf16) {
       if (bounded_max()) {
-        if constexpr (kBoundedPackOnce) sm.step_bounded_packed(rS, scale_log2);
-        else sm.step_bounded(rS, scale_log2);
+        sm.step_bounded(rS, scale_log2);
         alpha[0] = alpha[1] = 1.f;
         return false;
       }
@@ -240,90 +222,6 @@ struct Consumer {
     pv = kv;
   }
 
-  // The key blocks after a tile's first (block n, whose P is in rP): [n_lo, n) from n - 1 down,
-  // each turn with the PV of the block before (`pv`); leaves the last block's PV to issue.
-  __device__ __forceinline__ void run_blocks(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n, int n_lo, int m0,
-                                             int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
-    // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
-    if constexpr (Cfg::kSplitMaskedLoop && Cfg::kLocal) {
-      // A window's masked tiles sit at both ends: [u.hi, n_hi) and [n_lo, u.lo).
-      const BlockRange u = mask.rule.unmasked_n_block_range(m0 / Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
-      const int u_hi = max(n_lo, u.hi), u_lo = max(n_lo, u.lo);
-#pragma unroll 1
-      for (--n; n >= u_hi; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-#pragma unroll 1
-      for (; n >= u_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-#pragma unroll 1
-      for (; n >= n_lo; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-    } else if constexpr (Cfg::kSplitMaskedLoop) {
-      const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
-#pragma unroll 1
-      for (--n; n >= n_unmasked; --n)
-        overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-#pragma unroll 1
-      for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-    } else {
-#pragma unroll 1
-      for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-    }
-  }
-
-  // A tile's last PV, alone in its turn.
-  __device__ __forceinline__ void finish_pv(PipelineState<Cfg::kStages>& pv) {
-    bars.v.wait_full(pv.stage, pv.phase);
-    turn_begin();
-    issue_pv(pv.stage);
-    turn_end();
-    arch::wgmma_wait_group<0>();
-    arch::reg_fence(rO);
-    fence_p();
-    bars.v.release_warp(pv.stage);
-    kv.advance();
-  }
-
-  // Chained tiles (Cfg::kChainTiles). Starts a tile with key blocks [n_lo, n_hi), n_hi > n_lo:
-  // waits for its Q, issues its first QK^T and, kPending, the previous tile's last PV (`pv`) in
-  // the same turn, and runs the block's softmax under that PV. Returns with the previous tile's
-  // O final in rO (the caller stores it, then calls start_tile_done) and the block's P in rS.
-  template <bool kPending>
-  __device__ __forceinline__ void start_tile(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n_lo, int n_hi,
-                                             int m0, int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
-    bars.q.wait_full(q_ring);
-    ++q_ring.count;
-    float alpha[2];
-    const int n = n_hi - 1;
-    if constexpr (kPending) kv.advance();  // kv is the previous tile's last block
-    bars.k.wait_full(kv.stage, kv.phase);
-    turn_begin();
-    issue_qk(kv.stage);
-    if constexpr (kPending) {
-      bars.v.wait_full(pv.stage, pv.phase);
-      issue_pv(pv.stage);
-    }
-    turn_end();
-    arch::wgmma_wait_group<kPending ? 1 : 0>();
-    arch::reg_fence(rS);
-    bars.k.release_warp(kv.stage);
-    if (n == n_lo) release_q();
-    // Pending: the mask unconditionally (always correct), so no branch on it sits between the
-    // two waits (see kSplitMaskedLoop in config.h).
-    mask_and_softmax<kPending ? 1 : -1>(mask, sm, n, m0, row0, scale_log2, alpha);
-    if constexpr (kPending) {
-      arch::wgmma_wait_group<0>();
-      arch::reg_fence(rO);
-      fence_p();
-      bars.v.release_warp(pv.stage);
-    }
-  }
-  // After the previous tile's store: this tile's O starts from zero, its first P becomes the
-  // PV operand, and `pv` its block.
-  __device__ __forceinline__ void start_tile_done(PipelineState<Cfg::kStages>& pv) {
-#pragma unroll
-    for (int i = 0; i < kO; ++i) rO[i] = 0.f;
-    convert_p();
-    pv = kv;
-  }
-
   // Runs key tiles [n_lo, n_hi) (the last first); leaves O unnormalised and the softmax state in `sm`.
   __device__ __forceinline__ void mainloop(const AttnMask<Cfg::kMaskKind>& mask, Softmax& sm, int n_lo, int n_hi, int m0,
                                            int row0, float scale_log2) {
@@ -347,8 +245,38 @@ struct Consumer {
       mask_and_softmax(mask, sm, n, m0, row0, scale_log2, alpha);
       convert_p();
       PipelineState<Cfg::kStages> pv = kv;
-      run_blocks(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
-      finish_pv(pv);
+      // kSplitMaskedLoop: masked key tiles (visited first) and unmasked ones in separate loops.
+      if constexpr (Cfg::kSplitMaskedLoop && Cfg::kLocal) {
+        // A window's masked tiles sit at both ends: [u.hi, n_hi) and [n_lo, u.lo).
+        const BlockRange u = mask.rule.unmasked_n_block_range(m0 / Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN);
+        const int u_hi = max(n_lo, u.hi), u_lo = max(n_lo, u.lo);
+#pragma unroll 1
+        for (--n; n >= u_hi; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+#pragma unroll 1
+        for (; n >= u_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+#pragma unroll 1
+        for (; n >= n_lo; --n) overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+      } else if constexpr (Cfg::kSplitMaskedLoop) {
+        const int n_unmasked = max(n_lo, mask.num_unmasked_blocks(m0, Cfg::kBlockN));  // tiles [0, n_unmasked)
+#pragma unroll 1
+        for (--n; n >= n_unmasked; --n)
+          overlapped_step<1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+#pragma unroll 1
+        for (; n >= n_lo; --n) overlapped_step<0>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+      } else {
+#pragma unroll 1
+        for (--n; n >= n_lo; --n) overlapped_step<-1>(mask, sm, n, n_lo, m0, row0, scale_log2, pv);
+      }
+      // Tail: PV of the last visited tile.
+      bars.v.wait_full(pv.stage, pv.phase);
+      turn_begin();
+      issue_pv(pv.stage);
+      turn_end();
+      arch::wgmma_wait_group<0>();
+      arch::reg_fence(rO);
+      fence_p();
+      bars.v.release_warp(pv.stage);
+      kv.advance();
     } else {
 #pragma unroll 1
       for (int n = n_hi - 1; n >= n_lo; --n) {

@@ -101,29 +101,6 @@ struct OnlineSoftmax {
     }
   }
 
-  // step_bounded() with P's rounded sums (bf16), leaving each register pair (i, i + 1) packed as
-  // the PV operand in s[i] (its bits; s[i + 1] is dead): the one pack serves both the sum and PV.
-  __device__ __forceinline__ void step_bounded_packed(float (&s)[kSRegs], float scale_log2) {
-    float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < kSRegs; i += 2) {
-      float p[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float x = fmaf(s[i + j], scale_log2, -scale_log2);
-        p[j] = on_fma_pipe(i + j) ? arch::ex2_poly(x) : arch::ex2_approx_ftz(x);
-      }
-      const uint32_t packed = arch::pack_f32x2<true>(p[0], p[1]);
-      sum[(i >> 1) & 1] += arch::sum_of_bf16_pair(packed);
-      s[i] = __uint_as_float(packed);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      row_max[r] = scale_log2;
-      row_sum[r] += sum[r];
-    }
-  }
-
   // Quad-reduces the sums; returns 1/sum per row (0 for a fully masked row) and the natural-log
   // LSE (-inf for a fully masked row).
   __device__ __forceinline__ void finalize(float (&inv_sum)[2], float (&lse)[2]) {
