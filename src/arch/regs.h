@@ -30,6 +30,8 @@ __device__ __forceinline__ void reg_fence(uint32_t (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
+// One 64-bit value (e.g. a descriptor) materialised here, not recomputed at its use.
+__device__ __forceinline__ void reg_fence64(uint64_t& r) { asm volatile("" : "+l"(r)::"memory"); }
 
 // Compiler-only memory fence (no instruction): keeps the code after it (e.g. an epilogue's
 // address and parameter loads) from being hoisted into the loop before it, where it would hold

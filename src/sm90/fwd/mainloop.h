@@ -12,6 +12,7 @@
 #include "arch/named_barrier.h"
 #include "arch/regs.h"
 #include "arch/wgmma.h"
+#include "sm90/fwd/ablation.h"
 #include "sm90/fwd/kernel_args.h"
 #include "sm90/pipeline.h"
 #include "sm90/fwd/softmax.h"
@@ -71,6 +72,30 @@ struct Consumer {
       const uint64_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
       arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, dq + oa, dk + ob, kk > 0 ? 1u : 0u);
     }
+    arch::wgmma_commit_group();
+  }
+
+  // issue_qk with the descriptors computed by the caller. A k-step's offset moves only the start
+  // address (bits 0-13, address / 16 of a tile inside the 227 KiB of smem: no carry out of it),
+  // so it is added to the low word alone.
+  __device__ __forceinline__ void issue_qk_desc(uint64_t dq, uint64_t dk) {
+    const uint32_t q_lo = static_cast<uint32_t>(dq), k_lo = static_cast<uint32_t>(dk);
+    const uint64_t q_hi = dq & 0xffffffff00000000ull, k_hi = dk & 0xffffffff00000000ull;
+    arch::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+      constexpr int kB = Cfg::kStepsPerBox;
+      const uint32_t oa = ((kk / kB) * Cfg::kQBoxBytes + (kk % kB) * 32) >> 4;
+      const uint32_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
+      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, q_hi | (q_lo + oa), k_hi | (k_lo + ob), kk > 0 ? 1u : 0u);
+    }
+    arch::wgmma_commit_group();
+  }
+  __device__ __forceinline__ void issue_pv_desc(uint64_t dv) {
+    arch::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kP; ++kk)
+      arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 16 * Cfg::kSwizzleBytes) >> 4), 1u);
     arch::wgmma_commit_group();
   }
 
@@ -202,12 +227,26 @@ struct Consumer {
                                                   int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
     float alpha[2];
     kv.advance();
-    bars.k.wait_full(kv.stage, kv.phase);
-    turn_begin();
-    issue_qk(kv.stage);  // S(n) ...
-    bars.v.wait_full(pv.stage, pv.phase);
-    issue_pv(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
-    turn_end();
+    if constexpr (FLASHATTN_SM90_ABL_EARLY_DESC) {
+      // The turn holds the other group's GEMMs back: its descriptors are ready before it starts.
+      uint64_t dq = desc_q(), dk = desc_k(kv.stage), dv = desc_v(pv.stage);
+      arch::reg_fence64(dq);
+      arch::reg_fence64(dk);
+      arch::reg_fence64(dv);
+      bars.k.wait_full(kv.stage, kv.phase);
+      turn_begin();
+      issue_qk_desc(dq, dk);
+      bars.v.wait_full(pv.stage, pv.phase);
+      issue_pv_desc(dv);
+      turn_end();
+    } else {
+      bars.k.wait_full(kv.stage, kv.phase);
+      turn_begin();
+      issue_qk(kv.stage);  // S(n) ...
+      bars.v.wait_full(pv.stage, pv.phase);
+      issue_pv(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
+      turn_end();
+    }
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
     bars.k.release_warp(kv.stage);
