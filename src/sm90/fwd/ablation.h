@@ -89,7 +89,7 @@
 // 1: the steady-state turn's smem descriptors are computed before the turn starts (not between
 // its barrier and its wgmmas), and QK^T's k-steps step them by 32-bit adds on the address word.
 #ifndef FLASHATTN_SM90_ABL_EARLY_DESC
-#define FLASHATTN_SM90_ABL_EARLY_DESC 0
+#define FLASHATTN_SM90_ABL_EARLY_DESC 1
 #endif
 // Trace builds (-DFLASHATTN_SM90_TRACE=1, never the shipped one): consumer warp 0 of each CTA
 // stamps every piece it runs into a buffer the launcher dumps to $FLASHATTN_SM90_TRACE_FILE.
