@@ -91,6 +91,7 @@ struct Consumer {
     }
     arch::wgmma_commit_group();
   }
+  // O += P V, one k16 step per 16 key rows of V (descriptor dv).
   __device__ __forceinline__ void issue_pv_desc(uint64_t dv) {
     arch::wgmma_fence();
 #pragma unroll
@@ -98,16 +99,7 @@ struct Consumer {
       arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 16 * Cfg::kSwizzleBytes) >> 4), 1u);
     arch::wgmma_commit_group();
   }
-
-  // k16 step of PV: the next 16 key rows of V.
-  __device__ __forceinline__ void issue_pv(int stage) {
-    const uint64_t dv = desc_v(stage);
-    arch::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kP; ++kk)
-      arch::wgmma_rs_tnspb<Cfg::kVDim, Cfg::kBf16>(rO, rP[kk], dv + ((kk * 16 * Cfg::kSwizzleBytes) >> 4), 1u);
-    arch::wgmma_commit_group();
-  }
+  __device__ __forceinline__ void issue_pv(int stage) { issue_pv_desc(desc_v(stage)); }
 
   __device__ __forceinline__ void fence_p() {
 #pragma unroll
