@@ -61,36 +61,31 @@ struct Consumer {
                                                     Cfg::kAtomBytes);
   }
 
-  __device__ __forceinline__ void issue_qk(int stage) {
-    const uint64_t dq = desc_q(), dk = desc_k(stage);
-    arch::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-      // k16 step: +32 B inside a swizzled row; every kStepsPerBox steps, the next box.
-      constexpr int kB = Cfg::kStepsPerBox;
-      const uint64_t oa = ((kk / kB) * Cfg::kQBoxBytes + (kk % kB) * 32) >> 4;
-      const uint64_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
-      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, dq + oa, dk + ob, kk > 0 ? 1u : 0u);
-    }
-    arch::wgmma_commit_group();
+  // QK^T's k16 step kk in 16-byte descriptor units: +32 B inside a swizzled row; every
+  // kStepsPerBox steps, the next box (of Q / of K).
+  static constexpr uint32_t q_step(int kk) {
+    return ((kk / Cfg::kStepsPerBox) * Cfg::kQBoxBytes + (kk % Cfg::kStepsPerBox) * 32) >> 4;
   }
-
-  // issue_qk with the descriptors computed by the caller. A k-step's offset moves only the start
-  // address (bits 0-13, address / 16 of a tile inside the 227 KiB of smem: no carry out of it),
-  // so it is added to the low word alone.
+  static constexpr uint32_t k_step(int kk) {
+    return ((kk / Cfg::kStepsPerBox) * Cfg::kKVBoxBytes + (kk % Cfg::kStepsPerBox) * 32) >> 4;
+  }
+  // S = Q K^T from the descriptors dq, dk. kLowWordAdd: a step's offset moves only the start
+  // address (bits 0-13; bits 14-15 are zero, so the sum cannot carry out of the low word) and
+  // is added to the low word alone, one 32-bit add instead of a 64-bit one.
+  template <bool kLowWordAdd = false>
   __device__ __forceinline__ void issue_qk_desc(uint64_t dq, uint64_t dk) {
     const uint32_t q_lo = static_cast<uint32_t>(dq), k_lo = static_cast<uint32_t>(dk);
     const uint64_t q_hi = dq & 0xffffffff00000000ull, k_hi = dk & 0xffffffff00000000ull;
     arch::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-      constexpr int kB = Cfg::kStepsPerBox;
-      const uint32_t oa = ((kk / kB) * Cfg::kQBoxBytes + (kk % kB) * 32) >> 4;
-      const uint32_t ob = ((kk / kB) * Cfg::kKVBoxBytes + (kk % kB) * 32) >> 4;
-      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, q_hi | (q_lo + oa), k_hi | (k_lo + ob), kk > 0 ? 1u : 0u);
+      const uint64_t a = kLowWordAdd ? q_hi | (q_lo + q_step(kk)) : dq + q_step(kk);
+      const uint64_t b = kLowWordAdd ? k_hi | (k_lo + k_step(kk)) : dk + k_step(kk);
+      arch::wgmma_ss<Cfg::kBlockN, Cfg::kBf16>(rS, a, b, kk > 0 ? 1u : 0u);
     }
     arch::wgmma_commit_group();
   }
+  __device__ __forceinline__ void issue_qk(int stage) { issue_qk_desc(desc_q(), desc_k(stage)); }
   // O += P V, one k16 step per 16 key rows of V (descriptor dv).
   __device__ __forceinline__ void issue_pv_desc(uint64_t dv) {
     arch::wgmma_fence();
@@ -219,26 +214,23 @@ struct Consumer {
                                                   int row0, float scale_log2, PipelineState<Cfg::kStages>& pv) {
     float alpha[2];
     kv.advance();
-    if constexpr (FLASHATTN_SM90_ABL_EARLY_DESC) {
-      // The turn holds the other group's GEMMs back: its descriptors are ready before it starts.
-      uint64_t dq = desc_q(), dk = desc_k(kv.stage), dv = desc_v(pv.stage);
+    // kEarly (V36): the turn holds the other group's GEMMs back, so its descriptors are ready
+    // (pinned) before it starts; otherwise they are computed inside it.
+    constexpr bool kEarly = FLASHATTN_SM90_ABL_EARLY_DESC != 0;
+    uint64_t dq, dk, dv;
+    if constexpr (kEarly) {
+      dq = desc_q(), dk = desc_k(kv.stage), dv = desc_v(pv.stage);
       arch::reg_fence64(dq);
       arch::reg_fence64(dk);
       arch::reg_fence64(dv);
-      bars.k.wait_full(kv.stage, kv.phase);
-      turn_begin();
-      issue_qk_desc(dq, dk);
-      bars.v.wait_full(pv.stage, pv.phase);
-      issue_pv_desc(dv);
-      turn_end();
-    } else {
-      bars.k.wait_full(kv.stage, kv.phase);
-      turn_begin();
-      issue_qk(kv.stage);  // S(n) ...
-      bars.v.wait_full(pv.stage, pv.phase);
-      issue_pv(pv.stage);  // ... and O += P(n+1) V(n+1) back to back
-      turn_end();
     }
+    bars.k.wait_full(kv.stage, kv.phase);
+    turn_begin();
+    if constexpr (!kEarly) dq = desc_q(), dk = desc_k(kv.stage), dv = desc_v(pv.stage);
+    issue_qk_desc<kEarly>(dq, dk);  // S(n) ...
+    bars.v.wait_full(pv.stage, pv.phase);
+    issue_pv_desc(dv);  // ... and O += P(n+1) V(n+1) back to back
+    turn_end();
     arch::wgmma_wait_group<1>();  // S(n) done; PV still in flight under the softmax
     arch::reg_fence(rS);
     bars.k.release_warp(kv.stage);
