@@ -41,7 +41,6 @@
 #include "arch/smem.h"
 #include "common/mask.h"
 #include "common/varlen_layout.h"
-#include "sm80/bwd/ablation.h"
 #include "sm80/bwd/config.h"
 #include "sm80/bwd/kernel_args.h"
 #include "sm80/smem_tile.h"
@@ -137,10 +136,9 @@ __device__ __forceinline__ Mask<Kind> bwd_rule(const Args& p, int sq, int sk) {
   else return Mask<Kind>{sq, sk};
 }
 
-// The kernel's body. kDetMode: 1 deterministic, 0 not (no turn code at all), -1 read from
-// p.dq_turn at run time (FLASHATTN_SM80_ABL_BWD_DET_SPLIT=0).
-template <class Cfg, class Elem, MaskKind Kind, int kDetMode>
-__device__ __forceinline__ void sm80_bwd_body(const Sm80BwdArgsOf<Kind, Cfg::kVarlen>& p) {
+template <class Cfg, class Elem, MaskKind Kind>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind, Cfg::kVarlen> p) {
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kCausal = Kind == MaskKind::kCausal;
   constexpr bool kLocal = Kind == MaskKind::kLocal;
@@ -152,11 +150,7 @@ __device__ __forceinline__ void sm80_bwd_body(const Sm80BwdArgsOf<Kind, Cfg::kVa
   const uint32_t sPt = s0 + Cfg::kSmemP, sDs = s0 + Cfg::kSmemDs;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const bool deterministic = kDetMode < 0 ? p.dq_turn != nullptr : kDetMode > 0;
-  // dQ and its atomics before dV / dK (ablation.h): double-buffered configurations (a single Q / dO
-  // stage loads the next block under the dQ GEMM instead), non-deterministic calls (deterministic
-  // ones wait for their turn after dV / dK, which leaves the CTAs before them that much time).
-  constexpr bool kDqFirst = FLASHATTN_SM80_ABL_BWD_DQ_FIRST && Cfg::kDoubleBuffer && kDetMode == 0;
+  const bool deterministic = p.dq_turn != nullptr;
   const int n_block = kCausal && deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int hk = blockIdx.y, b = blockIdx.z;
   // Varlen: blockIdx.z is the sequence; its lengths, first packed rows and scratch rows.
@@ -320,31 +314,7 @@ __device__ __forceinline__ void sm80_bwd_body(const Sm80BwdArgsOf<Kind, Cfg::kVa
           // (dP^T - dsum); element (nt, e) is key key_r + 8 (e >> 1), query m0 + q_off + 8 nt +
           // 2 (lane % 4) + (e & 1).
           const int key_r = n0 + s_key0 + mt * 16 + (lane >> 2);
-          if constexpr (!kLocal && FLASHATTN_SM80_ABL_BWD_MASK_INF) {
-            // Hidden pairs to -inf first (exp2 then gives P = 0 and dS = 0): blocks without a mask
-            // run the exp2 pass alone. lse_log2 is finite or +inf, so no -inf - -inf arises.
-            if (need_mask) {
-#pragma unroll
-              for (int nt = 0; nt < kNTq; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const int key = key_r + 8 * (e >> 1);
-                  const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
-                  if (!(key < len_k() && (!kCausal || key <= query + (len_k() - len_q())))) rS[mt][nt][e] = -INFINITY;
-                }
-            }
-#pragma unroll
-            for (int nt = 0; nt < kNTq; ++nt) {
-              const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
-              const float2 l = lse[i2], ds = dsum[i2];
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const float pv = arch::ex2_approx_ftz(fmaf(rS[mt][nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
-                rS[mt][nt][e] = pv;
-                rP[mt][nt][e] = pv * (rP[mt][nt][e] - ((e & 1) ? ds.y : ds.x));
-              }
-            }
-          } else if constexpr (!kLocal) {
+          if constexpr (!kLocal) {
 #pragma unroll
             for (int nt = 0; nt < kNTq; ++nt) {
               const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
@@ -388,118 +358,102 @@ __device__ __forceinline__ void sm80_bwd_body(const Sm80BwdArgsOf<Kind, Cfg::kVa
       __syncthreads();  // P^T and dS^T complete
 
       // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed).
-      auto dkv_phase = [&] {
 #pragma unroll
-        for (int kq = 0; kq < kBM / 16; ++kq) {
-          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+      for (int kq = 0; kq < kBM / 16; ++kq) {
+        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kDkvMT; ++mt) {
+          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+        }
+#pragma unroll
+        for (int np = 0; np < kNTc / 2; ++np) {
+          uint32_t bd[4], bq[4];
+          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-          }
-#pragma unroll
-          for (int np = 0; np < kNTc / 2; ++np) {
-            uint32_t bd[4], bq[4];
-            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
-#pragma unroll
-            for (int mt = 0; mt < kDkvMT; ++mt) {
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
-            }
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
           }
         }
-      };
+      }
+
+      // Deterministic: wait for this block's turn in query block m's order of additions.
+      const int64_t chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
+      int turn = n_block;
+      if (deterministic) {
+        if constexpr (kCausal) turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
+        if constexpr (kLocal) {
+          const int first = m0 + (len_k() - len_q()) - p.window_left;
+          turn = n_block - min(max(first, 0), len_k()) / kBN;
+        }
+        if (tid == 0) {
+          cuda::atomic_ref<int, cuda::thread_scope_device> t(p.dq_turn[chunk]);
+          while (t.load(cuda::memory_order_acquire) != turn) {
+          }
+        }
+      }
+      if (!Cfg::kDoubleBuffer || deterministic) {
+        __syncthreads();  // every warp done with this stage's Q / dO; the turn is ours
+        if constexpr (!Cfg::kDoubleBuffer) {
+          if (has_next) load_q(0, h_next, m_next);  // under the dQ GEMM
+          arch::cp_async_commit();
+        }
+      }
+
       // 3. dQ (this warp's rows and columns) = dS K over the block's keys, into the accumulator,
       // kDqPasses column passes.
-      auto dq_phase = [&] {
 #pragma unroll 1
-        for (int dq_c0 = dq_col0; dq_c0 < dq_col0 + Cfg::kDqCols; dq_c0 += Cfg::kDqCols / Cfg::kDqPasses) {
-          float rdQ[kDqRT][kNTdq][4];
+      for (int dq_c0 = dq_col0; dq_c0 < dq_col0 + Cfg::kDqCols; dq_c0 += Cfg::kDqCols / Cfg::kDqPasses) {
+        float rdQ[kDqRT][kNTdq][4];
 #pragma unroll
-          for (int rt = 0; rt < kDqRT; ++rt)
+        for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
-            for (int nt = 0; nt < kNTdq; ++nt)
+          for (int nt = 0; nt < kNTdq; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
+            for (int e = 0; e < 4; ++e) rdQ[rt][nt][e] = 0.f;
 #pragma unroll
-          for (int ks = 0; ks < kBN / 16; ++ks) {
-            uint32_t ads[kDqRT][4];
+        for (int ks = 0; ks < kBN / 16; ++ks) {
+          uint32_t ads[kDqRT][4];
 #pragma unroll
-            for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
+          for (int rt = 0; rt < kDqRT; ++rt) arch::ldmatrix_x4_trans(ads[rt], addr_ds.addr(sDs, ks * 16, (dq_row0 + rt * 16) / 8));
 #pragma unroll
-            for (int np = 0; np < kNTdq / 2; ++np) {
-              uint32_t bk[4];
-              arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
-              const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
+          for (int np = 0; np < kNTdq / 2; ++np) {
+            uint32_t bk[4];
+            arch::ldmatrix_x4_trans(bk, addr_a.addr(sK, ks * 16, dq_c0 / 8 + 2 * np));
+            const uint32_t k0[2] = {bk[0], bk[1]}, k1[2] = {bk[2], bk[3]};
 #pragma unroll
-              for (int rt = 0; rt < kDqRT; ++rt) {
-                arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
-                arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
-              }
+            for (int rt = 0; rt < kDqRT; ++rt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np], ads[rt], k0);
+              arch::mma_m16n8k16_f32<kBf16>(rdQ[rt][2 * np + 1], ads[rt], k1);
             }
           }
-          float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
-          // LANE_PTR: this lane's first element, the rest at compile-time offsets from it.
-          float* const lane_acc = acc + (dq_row0 + (lane >> 2)) * kD + dq_c0 + 2 * (lane & 3);
-          const int lane_rows = len_q() - m0 - dq_row0 - (lane >> 2);
+        }
+        float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
 #pragma unroll
-          for (int rt = 0; rt < kDqRT; ++rt)
+        for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
-              if (FLASHATTN_SM80_ABL_BWD_LANE_PTR ? rt * 16 + 8 * hh >= lane_rows : m0 + row >= len_q())
-                continue;  // padding rows: their dS is 0
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
+            if (m0 + row >= len_q()) continue;  // padding rows: their dS is 0
 #pragma unroll
-              for (int nt = 0; nt < kNTdq; ++nt) {
-                float* dst = FLASHATTN_SM80_ABL_BWD_LANE_PTR ? lane_acc + (rt * 16 + 8 * hh) * kD + nt * 8
-                                                             : acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
+            for (int nt = 0; nt < kNTdq; ++nt) {
+              float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                if constexpr (Cfg::kVectorAtomics) {
-                  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
-                  continue;
-                }
-#endif
-                atomicAdd(dst, rdQ[rt][nt][2 * hh]);
-                atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
+              if constexpr (Cfg::kVectorAtomics) {
+                atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+                continue;
               }
-            }
-        }
-      };
-      int64_t chunk = 0;
-      int turn = 0;
-      if constexpr (kDqFirst) {
-        dq_phase();
-        dkv_phase();
-      } else {
-        dkv_phase();
-        // Deterministic: wait for this block's turn in query block m's order of additions.
-        chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
-        turn = n_block;
-        if (deterministic) {
-          if constexpr (kCausal) turn = rule.n_block_range(m, kBM, kBN).hi - 1 - n_block;
-          if constexpr (kLocal) {
-            const int first = m0 + (len_k() - len_q()) - p.window_left;
-            turn = n_block - min(max(first, 0), len_k()) / kBN;
-          }
-          if (tid == 0) {
-            cuda::atomic_ref<int, cuda::thread_scope_device> t(p.dq_turn[chunk]);
-            while (t.load(cuda::memory_order_acquire) != turn) {
+#endif
+              atomicAdd(dst, rdQ[rt][nt][2 * hh]);
+              atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
             }
           }
-        }
-        if (!Cfg::kDoubleBuffer || deterministic) {
-          __syncthreads();  // every warp done with this stage's Q / dO; the turn is ours
-          if constexpr (!Cfg::kDoubleBuffer) {
-            if (has_next) load_q(0, h_next, m_next);  // under the dQ GEMM
-            arch::cp_async_commit();
-          }
-        }
-        dq_phase();
       }
       if (deterministic) {
         __threadfence();  // this thread's additions before thread 0's release (next barrier)
@@ -541,17 +495,6 @@ __device__ __forceinline__ void sm80_bwd_body(const Sm80BwdArgsOf<Kind, Cfg::kVa
         }
       }
     }
-}
-
-template <class Cfg, class Elem, MaskKind Kind>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    sm80_bwd_kernel(const __grid_constant__ Sm80BwdArgsOf<Kind, Cfg::kVarlen> p) {
-  if constexpr (FLASHATTN_SM80_ABL_BWD_DET_SPLIT) {
-    if (p.dq_turn != nullptr) sm80_bwd_body<Cfg, Elem, Kind, 1>(p);
-    else sm80_bwd_body<Cfg, Elem, Kind, 0>(p);
-  } else {
-    sm80_bwd_body<Cfg, Elem, Kind, -1>(p);
-  }
 }
 
 }  // namespace flashattn::sm80
