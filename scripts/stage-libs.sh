@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds variants of the library (sm_90a by default, no tests) and packs them for one device call:
 #   scripts/stage-libs.sh NAME="CUDA FLAGS" [NAME="CUDA FLAGS" ...]   -> .dev/libs.tgz
-# STAGE_ARCHS (default 90a) sets FLASHATTN_ARCHS: "80" builds the sm80 family alone (Hopper then
-# JIT-compiles its PTX), the quick way to A/B sm80 kernels.
+# STAGE_ARCHS (default 90a) sets FLASHATTN_ARCHS ("80;90a" to time the sm80 family on Hopper;
+# "80" alone builds faster, but Hopper then JIT-compiles compute_80 PTX, without the sm_90 code
+# paths, so its timings are not the shipped kernels': tools/dev/relink_variant.sh is the quick way).
 # e.g. scripts/stage-libs.sh base="" lead0="-DFLASHATTN_SM90_ABL_CLAIM_LEAD=0"
 # Each variant builds in build-<NAME>/ (kept: a rebuild is incremental). On the GPU machine:
 #   tar xzf .dev/libs.tgz -C .dev && bash scripts/lib-ab.sh "LIB_AB ARGS" base lead0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
-[ $# -gt 0 ] || { sed -n 2,8p "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n 2,9p "$0"; exit 2; }
 rm -rf .dev/libs && mkdir -p .dev/libs
 for spec in "$@"; do
   name=${spec%%=*}

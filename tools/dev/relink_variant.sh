@@ -2,8 +2,8 @@
 # A variant of a built library with a few translation units recompiled under extra flags, in
 # about a minute instead of a whole build (for A/B runs of one family's ablation switches):
 #   tools/dev/relink_variant.sh BUILD_DIR OUT.so "FLAGS" TU.cu [TU.cu ...]   (TUs relative to the source tree)
-# e.g. tools/dev/relink_variant.sh build .dev/libs/o0/libflashattn.so \
-#        "-DFLASHATTN_SM80_ABL_BWD_DQ_FIRST=0" src/sm80/bwd/instantiations/bwd_d128.cu
+# e.g. tools/dev/relink_variant.sh build .dev/libs/ed0/libflashattn.so \
+#        "-DFLASHATTN_SM90_ABL_EARLY_DESC=0" src/sm90/fwd/instantiations/fwd_d128.cu
 # Each TU is compiled with BUILD_DIR's own command plus FLAGS, for sm_90a only (the variant is
 # for Hopper runs), and the shared library is linked by hand into OUT.so. BUILD_DIR's objects of
 # those TUs are left as the variant's: ninja's deps log no longer matches them, so the next ninja
