@@ -17,6 +17,13 @@
 
 #include <cstdint>
 
+// dQ's two-float additions (sm_90+) as PTX red, which returns nothing, instead of atomicAdd on a
+// float2, whose atom keeps its unused result registers waiting on the L2 round trip (arch/red.h).
+// 0 builds the old atomics for an A/B (docs/VERSIONS.md, sm80 part, session 28).
+#ifndef FLASHATTN_SM80_ABL_BWD_RED_DQ
+#define FLASHATTN_SM80_ABL_BWD_RED_DQ 1
+#endif
+
 namespace flashattn::sm80 {
 
 struct Sm80BwdOptions {

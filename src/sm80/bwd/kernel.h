@@ -38,6 +38,7 @@
 #include "arch/fast_math.h"
 #include "arch/ldmatrix.h"
 #include "arch/mma_sm80.h"
+#include "arch/red.h"
 #include "arch/smem.h"
 #include "common/mask.h"
 #include "common/varlen_layout.h"
@@ -446,7 +447,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
               if constexpr (Cfg::kVectorAtomics) {
-                atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+                if constexpr (FLASHATTN_SM80_ABL_BWD_RED_DQ != 0) {
+                  arch::red_add_f32x2(dst, rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]);
+                } else {
+                  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+                }
                 continue;
               }
 #endif
