@@ -19,7 +19,9 @@
 
 // dQ's two-float additions (sm_90+) as PTX red, which returns nothing, instead of atomicAdd on a
 // float2, whose atom keeps its unused result registers waiting on the L2 round trip (arch/red.h).
-// 0 builds the old atomics for an A/B (docs/VERSIONS.md, sm80 part, session 28).
+// 2: red from one lane pointer with compile-time offsets and no per-row test (padding rows add
+// into the scratch's padded blocks). 0 builds the old atomics for an A/B (docs/VERSIONS.md, sm80
+// part, session 28).
 #ifndef FLASHATTN_SM80_ABL_BWD_RED_DQ
 #define FLASHATTN_SM80_ABL_BWD_RED_DQ 1
 #endif

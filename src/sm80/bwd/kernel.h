@@ -143,6 +143,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
   constexpr bool kCausal = Kind == MaskKind::kCausal;
   constexpr bool kLocal = Kind == MaskKind::kLocal;
+  // dQ's adds as red.v2 (1), and from one lane pointer (2) (config.h FLASHATTN_SM80_ABL_BWD_RED_DQ).
+  constexpr bool kRedDq = FLASHATTN_SM80_ABL_BWD_RED_DQ != 0 && Cfg::kVectorAtomics;
+  constexpr bool kRedLanePtr = kRedDq && FLASHATTN_SM80_ABL_BWD_RED_DQ == 2;
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kD = Cfg::kHeadDim;
   constexpr int kNTq = Cfg::kNTq, kSdpMT = Cfg::kSdpMT, kDkvMT = Cfg::kDkvMT, kNTc = Cfg::kNTcols;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -435,30 +438,44 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
           }
         }
-        float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
+        if constexpr (kRedLanePtr) {
+          // One lane pointer and compile-time offsets, no per-row test: rows past len_q lie in
+          // the scratch's padded query blocks (sq_pad, kernel_args.h), which the postprocess
+          // never reads, so their adds may land.
+          float* lane_acc = p.dq_accum + (stat_base(h) + m0 + dq_row0 + (lane >> 2)) * kD + dq_c0 + 2 * (lane & 3);
 #pragma unroll
-        for (int rt = 0; rt < kDqRT; ++rt)
+          for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
-            if (m0 + row >= len_q()) continue;  // padding rows: their dS is 0
+            for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-            for (int nt = 0; nt < kNTdq; ++nt) {
-              float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
+              for (int nt = 0; nt < kNTdq; ++nt)
+                arch::red_add_f32x2(lane_acc + (rt * 16 + 8 * hh) * kD + nt * 8, rdQ[rt][nt][2 * hh],
+                                    rdQ[rt][nt][2 * hh + 1]);
+        } else {
+          float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
+#pragma unroll
+          for (int rt = 0; rt < kDqRT; ++rt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int row = dq_row0 + rt * 16 + (lane >> 2) + 8 * hh;
+              if (m0 + row >= len_q()) continue;  // padding rows: their dS is 0
+#pragma unroll
+              for (int nt = 0; nt < kNTdq; ++nt) {
+                float* dst = acc + row * kD + dq_c0 + nt * 8 + 2 * (lane & 3);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              if constexpr (Cfg::kVectorAtomics) {
-                if constexpr (FLASHATTN_SM80_ABL_BWD_RED_DQ != 0) {
+                if constexpr (kRedDq) {
                   arch::red_add_f32x2(dst, rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]);
-                } else {
+                  continue;
+                } else if constexpr (Cfg::kVectorAtomics) {
                   atomicAdd(reinterpret_cast<float2*>(dst), make_float2(rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]));
+                  continue;
                 }
-                continue;
-              }
 #endif
-              atomicAdd(dst, rdQ[rt][nt][2 * hh]);
-              atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
+                atomicAdd(dst, rdQ[rt][nt][2 * hh]);
+                atomicAdd(dst + 1, rdQ[rt][nt][2 * hh + 1]);
+              }
             }
-          }
+        }
       }
       if (deterministic) {
         __threadfence();  // this thread's additions before thread 0's release (next barrier)
