@@ -23,7 +23,7 @@
 // into the scratch's padded blocks). 0 builds the old atomics for an A/B (docs/VERSIONS.md, sm80
 // part, session 28).
 #ifndef FLASHATTN_SM80_ABL_BWD_RED_DQ
-#define FLASHATTN_SM80_ABL_BWD_RED_DQ 1
+#define FLASHATTN_SM80_ABL_BWD_RED_DQ 2
 #endif
 
 namespace flashattn::sm80 {
