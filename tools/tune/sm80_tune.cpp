@@ -8,7 +8,9 @@
 //                standard grid and writes the winners as tuned_table.inc (the whole file), one row
 //                per run of seqlen buckets with the same winner, for this device's sm
 //   --grid       times sm80_forward (tuned dispatch) on the standard grid, CSV to stdout
-//   --dims LIST  (e.g. 192 or 128,192) limits --check, --tune and --grid to these kernel head dims
+//   --bwd        the backward's candidates (bwd_candidates.cu): a correctness gate against the GPU
+//                reference backward, then times at S = 2k..16k (bwd_tune.h); head dims 64, 128, 256
+//   --dims LIST  (e.g. 192 or 128,192) limits --check, --tune, --grid and --bwd to these kernel head dims
 //                (--check: the (d, d_v) pairs they serve); --tune then keeps the compiled-in
 //                table's rows of every other head dim and device, so FILE is still the whole table
 #include <cuda_runtime.h>
@@ -31,6 +33,8 @@
 #include "reference/device_check.h"
 #include "sm80/registry.h"
 #include "sm80/tuned_table.h"
+#include "tune/bwd_tune.h"
+#include "tune/tune_util.h"
 
 namespace flashattn::sm80 {
 std::span<const KernelEntry> ablation_kernels();
@@ -142,24 +146,7 @@ double flops(const Shape& s) {
   return (s.causal && s.sq == s.sk) ? f / 2 : f;
 }
 
-// Median milliseconds of `fn` over `iters` launches after `warmup`.
-template <class F>
-double time_ms(F&& fn, int warmup = 3, int iters = 10) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<cudaEvent_t> ev(iters + 1);
-  for (auto& e : ev) cudaEventCreate(&e);
-  cudaEventRecord(ev[0]);
-  for (int i = 0; i < iters; ++i) {
-    fn();
-    cudaEventRecord(ev[i + 1]);
-  }
-  cudaEventSynchronize(ev[iters]);
-  std::vector<float> t(iters);
-  for (int i = 0; i < iters; ++i) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(t.begin(), t.end());
-  return t[iters / 2];
-}
+using tune::time_ms;
 
 std::vector<Shape> check_shapes(int d, int dv, DType dt) {
   std::vector<Shape> v;
@@ -397,7 +384,7 @@ int run_grid() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool check = false, ablation = false, grid = false, abl_check = false;
+  bool check = false, ablation = false, grid = false, abl_check = false, bwd = false;
   std::string tune;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -405,6 +392,7 @@ int main(int argc, char** argv) {
     else if (a == "--check-ablation") check = abl_check = true;
     else if (a == "--ablation") ablation = true;
     else if (a == "--grid") grid = true;
+    else if (a == "--bwd") bwd = true;
     else if (a == "--dims" && i + 1 < argc) {
       g_dims.clear();
       g_dims_given = true;
@@ -422,7 +410,7 @@ int main(int argc, char** argv) {
     }
     else if (a == "--tune" && i + 1 < argc) tune = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid] [--dims LIST]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid] [--bwd] [--dims LIST]\n", argv[0]);
       return 2;
     }
   }
@@ -442,6 +430,7 @@ int main(int argc, char** argv) {
   if (ablation) rc |= run_ablation();
   if (!tune.empty()) rc |= run_tune(tune);
   if (grid) rc |= run_grid();
+  if (bwd) rc |= tune::run_bwd(g_dims);
   std::fflush(stdout);
   return rc;
 }

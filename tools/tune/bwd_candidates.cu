@@ -1,0 +1,89 @@
+// The sm80 backward's tuning candidates (bwd_candidates.h). Each is a whole launch_bwd (scratch,
+// preprocess, main kernel, postprocess), as the library runs its shipped configurations. Why
+// these shapes: warp grids that keep the kernel's 32+-key warp tiles (bwd/config.h) and the
+// Q / dO double buffer where it fits 227 KB, around the shipped picks (docs/VERSIONS.md, sm80
+// backward S2 and S4).
+#include <string>
+
+#include "sm80/bwd/launch.h"
+#include "tune/bwd_candidates.h"
+
+namespace flashattn::sm80 {
+namespace {
+
+template <Sm80BwdOptions O, class Elem>
+Status run_candidate(const detail::BwdParams& p, cudaStream_t stream) {
+  using Cfg = Sm80BwdConfig<O>;
+  return p.causal ? launch_bwd<Cfg, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Cfg, Elem, MaskKind::kNone>(p, stream);
+}
+
+template <Sm80BwdOptions O>
+constexpr BwdCandidate fp16_entry() {
+  return {O, false, Sm80BwdConfig<O>::kSmemBytes, &run_candidate<O, __half>};
+}
+template <Sm80BwdOptions O>
+constexpr BwdCandidate bf16_entry() {
+  return {O, true, Sm80BwdConfig<O>::kSmemBytes, &run_candidate<O, __nv_bfloat16>};
+}
+
+}  // namespace
+
+// Both dtypes of one configuration, given as a braced Sm80BwdOptions initializer.
+#define FLASHATTN_SM80_BWD_CANDIDATE(...) \
+  fp16_entry<Sm80BwdOptions __VA_ARGS__>(), bf16_entry<Sm80BwdOptions __VA_ARGS__>()
+
+std::string BwdCandidate::name() const {
+  const Sm80BwdOptions& o = options;
+  std::string s = "bwd_d" + std::to_string(o.head_dim) + "_m" + std::to_string(o.block_m) + "n" +
+                  std::to_string(o.block_n) + "w" + std::to_string(o.warps) + "_sdp" + std::to_string(o.sdp_key_warps) +
+                  "_kv" + std::to_string(o.dkv_key_warps) + "_dq" + std::to_string(o.dq_row_warps);
+  if (o.sdp_slices != 1) s += "_sl" + std::to_string(o.sdp_slices);
+  if (o.dq_passes != 1) s += "_dqp" + std::to_string(o.dq_passes);
+  if (!o.double_buffer) s += "_nodb";
+  return s + (bf16 ? "_bf16" : "_fp16");
+}
+
+std::span<const BwdCandidate> bwd_candidates() {
+  static const BwdCandidate k[] = {
+      // D=64: the shipped one (kSm80BwdD64) first.
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4, .sdp_slices = 2}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 2, .dq_row_warps = 4}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 8}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4}),
+      // D=128: the shipped one (kSm80BwdD128) first.
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 4}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 2}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .sdp_slices = 2}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 128, .block_n = 64, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 2, .dq_row_warps = 4}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 64, .warps = 4, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 4, .sdp_slices = 2, .double_buffer = false}),
+      // D=256: the shipped one (kSm80BwdD256) first.
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 2, .double_buffer = false}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 4, .double_buffer = false}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 2, .double_buffer = false}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 4, .dq_row_warps = 2, .dq_passes = 2, .double_buffer = false}),
+  };
+  return k;
+}
+
+}  // namespace flashattn::sm80

@@ -1,0 +1,222 @@
+#include "tune/bwd_tune.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/backends.h"
+#include "api/validate.h"
+#include "reference/device_check.h"
+#include "tune/bwd_candidates.h"
+#include "tune/tune_util.h"
+
+namespace flashattn::tune {
+namespace {
+
+using sm80::BwdCandidate;
+
+struct BwdShape {
+  int b, sq, sk, hq, hkv, d;
+  bool causal;
+  DType dt;
+};
+
+// One device buffer freed on scope exit.
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+// Inputs of one backward (random q, k, v, dout; out and lse from the library's forward) and
+// `sets` sets of gradients.
+struct BwdProblem {
+  BwdShape s;
+  int64_t nq, nk;
+  Buf q, k, v, o, dout, lse;
+  std::vector<Buf*> grads;  // dq, dk, dv of each set
+  bool ok = false;
+
+  BwdProblem(const BwdShape& sh, int sets, uint64_t seed)
+      : s(sh),
+        nq(int64_t(sh.b) * sh.sq * sh.hq * sh.d),
+        nk(int64_t(sh.b) * sh.sk * sh.hkv * sh.d),
+        q(nq * 2), k(nk * 2), v(nk * 2), o(nq * 2), dout(nq * 2), lse(int64_t(sh.b) * sh.hq * sh.sq * 4) {
+    for (int i = 0; i < sets; ++i) {
+      grads.push_back(new Buf(nq * 2));
+      grads.push_back(new Buf(nk * 2));
+      grads.push_back(new Buf(nk * 2));
+    }
+    ok = q.p && k.p && v.p && o.p && dout.p && lse.p &&
+         std::all_of(grads.begin(), grads.end(), [](const Buf* b) { return b->p != nullptr; });
+    if (!ok) return;
+    check::fill_random(q.p, s.dt, nq, seed * 5 + 1, 0.3f, 1.0f, nullptr);
+    check::fill_random(k.p, s.dt, nk, seed * 5 + 2, 0.2f, 1.0f, nullptr);
+    check::fill_random(v.p, s.dt, nk, seed * 5 + 3, -0.4f, 1.5f, nullptr);
+    check::fill_random(dout.p, s.dt, nq, seed * 5 + 4, 0.5f, 1.0f, nullptr);
+    ForwardArgs f;
+    f.q = make_contiguous(q.p, s.dt, s.b, s.sq, s.hq, s.d);
+    f.k = make_contiguous(k.p, s.dt, s.b, s.sk, s.hkv, s.d);
+    f.v = make_contiguous(v.p, s.dt, s.b, s.sk, s.hkv, s.d);
+    f.out = make_contiguous(o.p, s.dt, s.b, s.sq, s.hq, s.d);
+    f.lse = static_cast<float*>(lse.p);
+    f.causal = s.causal;
+    ok = forward(f, nullptr).ok();
+  }
+  ~BwdProblem() {
+    for (Buf* b : grads) delete b;
+  }
+  BwdProblem(const BwdProblem&) = delete;
+  BwdProblem& operator=(const BwdProblem&) = delete;
+
+  // The parameters of a backward into gradient set i (validated as the public entry point does).
+  bool params(int i, detail::BwdParams* p) const {
+    BackwardArgs a;
+    a.dout = make_contiguous(dout.p, s.dt, s.b, s.sq, s.hq, s.d);
+    a.q = make_contiguous(q.p, s.dt, s.b, s.sq, s.hq, s.d);
+    a.k = make_contiguous(k.p, s.dt, s.b, s.sk, s.hkv, s.d);
+    a.v = make_contiguous(v.p, s.dt, s.b, s.sk, s.hkv, s.d);
+    a.out = make_contiguous(o.p, s.dt, s.b, s.sq, s.hq, s.d);
+    a.lse = static_cast<const float*>(lse.p);
+    a.dq = make_contiguous(grads[3 * i]->p, s.dt, s.b, s.sq, s.hq, s.d);
+    a.dk = make_contiguous(grads[3 * i + 1]->p, s.dt, s.b, s.sk, s.hkv, s.d);
+    a.dv = make_contiguous(grads[3 * i + 2]->p, s.dt, s.b, s.sk, s.hkv, s.d);
+    a.causal = s.causal;
+    a.backend = Backend::kSm80;
+    bool empty = false;
+    return detail::validate_and_convert(a, p, &empty).ok() && !empty;
+  }
+  int64_t count(int t) const { return t == 0 ? nq : nk; }  // elements of dq (t = 0), dk, dv
+};
+
+std::vector<double> to_host(const void* dev, int64_t n, DType dt) {
+  std::vector<uint16_t> raw(n);
+  cudaMemcpy(raw.data(), dev, n * 2, cudaMemcpyDeviceToHost);
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (dt == DType::kBFloat16) {
+      const uint32_t bits = uint32_t(raw[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      out[i] = f;
+    } else {
+      __half_raw r;
+      r.x = raw[i];
+      out[i] = __half2float(__half(r));
+    }
+  }
+  return out;
+}
+
+double max_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::isnan(a[i]) ? INFINITY : std::fabs(a[i] - b[i]));
+  return e;
+}
+
+std::string str(const BwdShape& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d %s %s", s.b, s.sq, s.sk, s.hq, s.hkv,
+                s.causal ? "causal" : "full", s.dt == DType::kBFloat16 ? "bf16" : "fp16");
+  return buf;
+}
+
+// The gate: a candidate passes on a shape when dq, dk and dv each meet the rule against the
+// GPU fp32 reference, with the input-precision reference as the yardstick.
+bool gate(const BwdCandidate& c, const BwdShape& s, uint64_t seed) {
+  BwdProblem pr(s, 3, seed);
+  detail::BwdParams pc, pref, plow;
+  if (!pr.ok || !pr.params(0, &pc) || !pr.params(1, &pref) || !pr.params(2, &plow)) {
+    std::printf("bwd gate: setup failed for %s\n", str(s).c_str());
+    return false;
+  }
+  for (int i = 0; i < 3; ++i) check::poison(pr.grads[i]->p, s.dt, pr.count(i), nullptr);
+  const Status st = c.run(pc, nullptr);
+  const bool refs = detail::reference_backward(pref, nullptr).ok() && detail::reference_backward_lowp(plow, nullptr).ok();
+  if (!st.ok() || !refs || cudaDeviceSynchronize() != cudaSuccess) {
+    std::printf("FAIL %s %s: %s\n", c.name().c_str(), str(s).c_str(), st.ok() ? "reference failed" : st.message().c_str());
+    return false;
+  }
+  bool pass = true;
+  std::string msg;
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int t = 0; t < 3; ++t) {
+    const auto got = to_host(pr.grads[t]->p, pr.count(t), s.dt);
+    const auto ref = to_host(pr.grads[3 + t]->p, pr.count(t), s.dt);
+    const auto low = to_host(pr.grads[6 + t]->p, pr.count(t), s.dt);
+    const double e = max_err(got, ref), bound = 2 * max_err(low, ref) + check::default_atol(s.dt);
+    if (!(e <= bound)) {
+      pass = false;
+      char b[96];
+      std::snprintf(b, sizeof b, " %s %.3g > %.3g", names[t], e, bound);
+      msg += b;
+    }
+  }
+  if (!pass) std::printf("FAIL %s %s:%s\n", c.name().c_str(), str(s).c_str(), msg.c_str());
+  return pass;
+}
+
+}  // namespace
+
+int run_bwd(const std::vector<int>& dims) {
+  int rejected = 0;
+  std::printf("bwd,d,causal,seqlen,candidate,smem,ms,tflops\n");
+  for (int d : dims) {
+    if (d != 64 && d != 128 && d != 256) continue;
+    for (bool causal : {false, true}) {
+      std::vector<const BwdCandidate*> pass;
+      uint64_t seed = 100;
+      for (const BwdCandidate& c : sm80::bwd_candidates()) {
+        if (c.options.head_dim != d) continue;
+        const DType dt = c.bf16 ? DType::kBFloat16 : DType::kFloat16;
+        const BwdShape shapes[] = {{2, 300, 333, 4, 2, d, causal, dt},
+                                   {1, 113, 1000, 4, 1, d, causal, dt},
+                                   {1, 1000, 113, 2, 2, d, causal, dt},
+                                   {1, 17, 17, 2, 2, d, causal, dt}};
+        bool ok = true;
+        for (const BwdShape& s : shapes) ok = gate(c, s, seed++) && ok;
+        if (ok && c.bf16) pass.push_back(&c);
+        rejected += !ok;
+      }
+      for (int seq : {2048, 4096, 8192, 16384}) {
+        const BwdShape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, DType::kBFloat16};
+        BwdProblem pr(s, 1, 7);
+        detail::BwdParams p;
+        if (!pr.ok || !pr.params(0, &p)) {
+          std::printf("bwd: setup failed at seqlen %d\n", seq);
+          continue;
+        }
+        double flops = 2.5 * 4.0 * s.b * s.hq * double(seq) * seq * d;
+        if (causal) flops /= 2;
+        const BwdCandidate* best = nullptr;
+        double best_ms = 1e30;
+        for (const BwdCandidate* c : pass) {
+          Status st = Status::Ok();
+          const double ms = time_ms([&] { st = c->run(p, nullptr); });
+          std::printf("bwd,%d,%s,%d,%s,%d,%.4f,%.1f%s\n", d, causal ? "causal" : "full", seq, c->name().c_str(),
+                      c->smem_bytes, ms, flops / ms / 1e9, st.ok() ? "" : ",launch failed");
+          if (st.ok() && ms < best_ms) best_ms = ms, best = c;
+        }
+        if (best != nullptr)
+          std::printf("bwd best: d%d %s S=%d %s %.4f ms %.1f TFLOPS\n", d, causal ? "causal" : "full", seq,
+                      best->name().c_str(), best_ms, flops / best_ms / 1e9);
+      }
+    }
+  }
+  std::printf("bwd: %d candidate(s) rejected by the gate\n", rejected);
+  return rejected == 0 ? 0 : 1;
+}
+
+}  // namespace flashattn::tune

@@ -1,0 +1,16 @@
+// flashattn-sm80-tune --bwd (bwd_tune.cpp): the sm80 backward's candidates (bwd_candidates.h)
+// checked against the GPU reference backward, then timed on the standard grid.
+#pragma once
+
+#include <vector>
+
+namespace flashattn::tune {
+
+// Every candidate of the head dims in `dims` (64, 128, 256; others are skipped): first the
+// correctness gate on awkward shapes (dq, dk, dv under the rule max|cand - ref| <= 2 max|lowp -
+// ref| + atol against the fp32 and input-precision GPU reference backwards, no NaN), then the
+// median time of each passing candidate at S = 2k..16k (B = 16k / S, H = 2048 / D, bf16, causal
+// and not), with the fastest per (D, causal, S). Returns 0 when every candidate passed its gate.
+int run_bwd(const std::vector<int>& dims);
+
+}  // namespace flashattn::tune
