@@ -39,6 +39,11 @@ struct Sm80BwdOptions {
   // Feature (kLocal) kernels: a second copy of the score pass without softcap's and ALiBi's
   // per-score work, taken by calls with a window alone (bwd/kernel.h local_scores).
   bool window_only_pass = false;
+  // The Q / dO loads of a full query block (all but a sequence's last) without the per-pass row
+  // test, fallback select and row multiply (TileLoader::load_full): session 27's profile put
+  // ~110 M integer instructions of D=128 S=2k in those loads' address code. Not yet measured
+  // (docs/VERSIONS.md, sm80 backward, session 28).
+  bool full_block_loads = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -57,6 +62,7 @@ struct Sm80BwdConfig {
   static constexpr bool kStridedLoads = false;
   static constexpr bool kVarlen = false;  // Sm80BwdVarlen below
   static constexpr bool kWindowOnlyPass = O.window_only_pass;
+  static constexpr bool kFullBlockLoads = O.full_block_loads;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 

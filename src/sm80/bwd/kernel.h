@@ -221,8 +221,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const Elem* gDo =
           static_cast<const Elem*>(p.dout) + batch_off(p.do_sb, p.do_ss, q_row0) + row0 * p.do_ss + h * p.do_sh;
       const int rows = len_q() - static_cast<int>(row0);
-      q_loader.template load<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, rows, qk_cols);
-      q_loader.template load<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, rows, v_cols);
+      if (Cfg::kFullBlockLoads && rows >= kBM) {  // every block but a sequence's last
+        q_loader.template load_full<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, qk_cols);
+        q_loader.template load_full<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, v_cols);
+      } else {
+        q_loader.template load<true>(s0 + Cfg::kSmemQ + stage * Cfg::kTileQ, gQ, p.q_ss, rows, qk_cols);
+        q_loader.template load<true>(s0 + Cfg::kSmemDo + stage * Cfg::kTileQ, gDo, p.do_ss, rows, v_cols);
+      }
       const int64_t stat = stat_base(h) + row0;
       if (tid < kBM / 4) {
         arch::cp_async_cg_16(s0 + Cfg::kSmemLse + stage * Cfg::kStatBytes + tid * 16, p.lse_log2 + stat + tid * 4);
