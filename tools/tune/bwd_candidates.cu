@@ -41,6 +41,7 @@ std::string BwdCandidate::name() const {
   if (o.dq_passes != 1) s += "_dqp" + std::to_string(o.dq_passes);
   if (!o.double_buffer) s += "_nodb";
   if (o.full_block_loads) s += "_fl";
+  if (o.mask_branch) s += "_mb";
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
@@ -61,6 +62,9 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
                                     .dkv_key_warps = 4, .dq_row_warps = 4, .full_block_loads = true}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4, .full_block_loads = true,
+                                    .mask_branch = true}),
       // D=128: the shipped one (kSm80BwdD128) first.
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2}),
@@ -68,6 +72,11 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .full_block_loads = true}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .sdp_slices = 2, .full_block_loads = true}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .full_block_loads = true,
+                                    .mask_branch = true}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .mask_branch = true}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,

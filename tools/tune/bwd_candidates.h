@@ -20,7 +20,7 @@ struct BwdCandidate {
   int smem_bytes = 0;  // dynamic shared memory of the main kernel
   Run run = nullptr;   // the whole backward (pre, main, post), causal or not by p.causal
   // e.g. "bwd_d128_m64n128w8_sdp4_kv2_dq2" plus "_sl2" (S^T slices), "_dqp2" (dQ passes),
-  // "_nodb" (one Q / dO stage), "_fl" (full_block_loads).
+  // "_nodb" (one Q / dO stage), "_fl" (full_block_loads), "_mb" (mask_branch).
   std::string name() const;
 };
 

@@ -44,6 +44,11 @@ struct Sm80BwdOptions {
   // ~110 M integer instructions of D=128 S=2k in those loads' address code. Not yet measured
   // (docs/VERSIONS.md, sm80 backward, session 28).
   bool full_block_loads = false;
+  // Plain kernels: the score pass in two copies, with and without the causal / key-length mask,
+  // behind the block-uniform test of whether the block needs it, so unmasked blocks issue none
+  // of its index arithmetic and selects (in one copy they are predicated off but still issued:
+  // an FSEL per score in session 27's profile). Not yet measured (session 28).
+  bool mask_branch = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -63,6 +68,7 @@ struct Sm80BwdConfig {
   static constexpr bool kVarlen = false;  // Sm80BwdVarlen below
   static constexpr bool kWindowOnlyPass = O.window_only_pass;
   static constexpr bool kFullBlockLoads = O.full_block_loads;
+  static constexpr bool kMaskBranch = O.mask_branch;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 

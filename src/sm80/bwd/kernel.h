@@ -324,22 +324,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // 2 (lane % 4) + (e & 1).
           const int key_r = n0 + s_key0 + mt * 16 + (lane >> 2);
           if constexpr (!kLocal) {
+            // kMasked: this pass applies the causal / key-length mask (the block needs it).
+            auto scores = [&](auto masked) {
 #pragma unroll
-            for (int nt = 0; nt < kNTq; ++nt) {
-              const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
-              const float2 l = lse[i2], ds = dsum[i2];
+              for (int nt = 0; nt < kNTq; ++nt) {
+                const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
+                const float2 l = lse[i2], ds = dsum[i2];
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                float pv = arch::ex2_approx_ftz(fmaf(rS[mt][nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
-                if (need_mask) {
-                  const int key = key_r + 8 * (e >> 1);
-                  const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
-                  if (!(key < len_k() && (!kCausal || key <= query + (len_k() - len_q())))) pv = 0.f;
+                for (int e = 0; e < 4; ++e) {
+                  float pv = arch::ex2_approx_ftz(fmaf(rS[mt][nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
+                  if (decltype(masked)::value || (!Cfg::kMaskBranch && need_mask)) {
+                    const int key = key_r + 8 * (e >> 1);
+                    const int query = m0 + q_off + nt * 8 + 2 * (lane & 3) + (e & 1);
+                    if (!(key < len_k() && (!kCausal || key <= query + (len_k() - len_q())))) pv = 0.f;
+                  }
+                  rS[mt][nt][e] = pv;
+                  rP[mt][nt][e] = pv * (rP[mt][nt][e] - ((e & 1) ? ds.y : ds.x));
                 }
-                rS[mt][nt][e] = pv;
-                rP[mt][nt][e] = pv * (rP[mt][nt][e] - ((e & 1) ? ds.y : ds.x));
               }
-            }
+            };
+            // kMaskBranch: one copy of the pass per case behind the block-uniform need_mask;
+            // otherwise one copy whose mask instructions are predicated on it (they still issue).
+            if (Cfg::kMaskBranch && need_mask) scores(std::true_type{});
+            else scores(std::false_type{});
           } else {
             // Softcap and ALiBi are run-time switches; kWindowOnlyPass: a call with neither takes
             // a copy of the pass without their per-score work.
