@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ struct BwdProblem {
   BwdShape s;
   int64_t nq, nk;
   Buf q, k, v, o, dout, lse;
-  std::vector<Buf*> grads;  // dq, dk, dv of each set
+  std::vector<std::unique_ptr<Buf>> grads;  // dq, dk, dv of each set
   bool ok = false;
 
   BwdProblem(const BwdShape& sh, int sets, uint64_t seed)
@@ -55,12 +56,12 @@ struct BwdProblem {
         nk(int64_t(sh.b) * sh.sk * sh.hkv * sh.d),
         q(nq * 2), k(nk * 2), v(nk * 2), o(nq * 2), dout(nq * 2), lse(int64_t(sh.b) * sh.hq * sh.sq * 4) {
     for (int i = 0; i < sets; ++i) {
-      grads.push_back(new Buf(nq * 2));
-      grads.push_back(new Buf(nk * 2));
-      grads.push_back(new Buf(nk * 2));
+      grads.push_back(std::make_unique<Buf>(nq * 2));
+      grads.push_back(std::make_unique<Buf>(nk * 2));
+      grads.push_back(std::make_unique<Buf>(nk * 2));
     }
     ok = q.p && k.p && v.p && o.p && dout.p && lse.p &&
-         std::all_of(grads.begin(), grads.end(), [](const Buf* b) { return b->p != nullptr; });
+         std::all_of(grads.begin(), grads.end(), [](const auto& b) { return b->p != nullptr; });
     if (!ok) return;
     check::fill_random(q.p, s.dt, nq, seed * 5 + 1, 0.3f, 1.0f, nullptr);
     check::fill_random(k.p, s.dt, nk, seed * 5 + 2, 0.2f, 1.0f, nullptr);
@@ -75,11 +76,6 @@ struct BwdProblem {
     f.causal = s.causal;
     ok = forward(f, nullptr).ok();
   }
-  ~BwdProblem() {
-    for (Buf* b : grads) delete b;
-  }
-  BwdProblem(const BwdProblem&) = delete;
-  BwdProblem& operator=(const BwdProblem&) = delete;
 
   // The parameters of a backward into gradient set i (validated as the public entry point does).
   bool params(int i, detail::BwdParams* p) const {
