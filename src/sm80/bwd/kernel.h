@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // 2 (lane % 4) + (e & 1).
           const int key_r = n0 + s_key0 + mt * 16 + (lane >> 2);
           if constexpr (!kLocal) {
-            // kMasked: this pass applies the causal / key-length mask (the block needs it).
+            // masked (a std::bool_constant): this copy applies the causal / key-length mask.
             auto scores = [&](auto masked) {
 #pragma unroll
               for (int nt = 0; nt < kNTq; ++nt) {
