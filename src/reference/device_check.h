@@ -2,7 +2,9 @@
 // poisoning, and the correctness rule (docs/ARCHITECTURE.md) evaluated against the GPU references.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include <cuda_runtime_api.h>
 
@@ -34,5 +36,21 @@ Report check_against_reference(const ForwardArgs& args, cudaStream_t s);
 
 // Default absolute tolerance of the rule for a dtype.
 double default_atol(DType dt);
+
+// One 16-bit element of dtype dt (its bits, as copied from the device) as a double, on the host.
+inline double half_bits_to_double(uint16_t h, DType dt) {
+  if (dt == DType::kBFloat16) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v;
+  if (exp == 0) v = std::ldexp(double(man), -24);
+  else if (exp == 31) v = man ? std::nan("") : INFINITY;
+  else v = std::ldexp(double(man | 0x400), exp - 25);
+  return sign ? -v : v;
+}
 
 }  // namespace flashattn::check

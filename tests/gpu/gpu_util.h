@@ -34,20 +34,7 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-inline double half_bits_to_double(uint16_t h, DType dt) {
-  if (dt == DType::kBFloat16) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(double(man), -24);
-  else if (exp == 31) v = man ? std::nan("") : INFINITY;
-  else v = std::ldexp(double(man | 0x400), exp - 25);
-  return sign ? -v : v;
-}
+using check::half_bits_to_double;  // reference/device_check.h
 
 // Copies a strided (B,S,H,D) device tensor of 16-bit values to a contiguous host vector.
 inline std::vector<double> to_host(const TensorRef& t) {

@@ -4,6 +4,7 @@
 // Q / dO double buffer where it fits 227 KB, around the shipped picks (docs/VERSIONS.md, sm80
 // backward S2 and S4).
 #include <string>
+#include <type_traits>
 
 #include "sm80/bwd/launch.h"
 #include "tune/bwd_candidates.h"
@@ -17,20 +18,16 @@ Status run_candidate(const detail::BwdParams& p, cudaStream_t stream) {
   return p.causal ? launch_bwd<Cfg, Elem, MaskKind::kCausal>(p, stream) : launch_bwd<Cfg, Elem, MaskKind::kNone>(p, stream);
 }
 
-template <Sm80BwdOptions O>
-constexpr BwdCandidate fp16_entry() {
-  return {O, false, Sm80BwdConfig<O>::kSmemBytes, &run_candidate<O, __half>};
-}
-template <Sm80BwdOptions O>
-constexpr BwdCandidate bf16_entry() {
-  return {O, true, Sm80BwdConfig<O>::kSmemBytes, &run_candidate<O, __nv_bfloat16>};
+template <Sm80BwdOptions O, class Elem>
+constexpr BwdCandidate entry() {
+  return {O, std::is_same_v<Elem, __nv_bfloat16>, Sm80BwdConfig<O>::kSmemBytes, &run_candidate<O, Elem>};
 }
 
 }  // namespace
 
 // Both dtypes of one configuration, given as a braced Sm80BwdOptions initializer.
 #define FLASHATTN_SM80_BWD_CANDIDATE(...) \
-  fp16_entry<Sm80BwdOptions __VA_ARGS__>(), bf16_entry<Sm80BwdOptions __VA_ARGS__>()
+  entry<Sm80BwdOptions __VA_ARGS__, __half>(), entry<Sm80BwdOptions __VA_ARGS__, __nv_bfloat16>()
 
 std::string BwdCandidate::name() const {
   const Sm80BwdOptions& o = options;

@@ -1,14 +1,11 @@
 #include "tune/bwd_tune.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,18 +14,13 @@
 #include "api/validate.h"
 #include "reference/device_check.h"
 #include "tune/bwd_candidates.h"
+#include "tune/problem.h"
 #include "tune/tune_util.h"
 
 namespace flashattn::tune {
 namespace {
 
 using sm80::BwdCandidate;
-
-struct BwdShape {
-  int b, sq, sk, hq, hkv, d;
-  bool causal;
-  DType dt;
-};
 
 // One device buffer freed on scope exit.
 struct Buf {
@@ -41,51 +33,38 @@ struct Buf {
   Buf& operator=(const Buf&) = delete;
 };
 
-// Inputs of one backward (random q, k, v, dout; out and lse from the library's forward) and
-// `sets` sets of gradients.
+// Inputs of one backward (the forward's random q, k, v with out and lse from the library's
+// forward; a random dout) and `sets` sets of gradients.
 struct BwdProblem {
-  BwdShape s;
+  Problem fwd;
   int64_t nq, nk;
-  Buf q, k, v, o, dout, lse;
+  Buf dout;
   std::vector<std::unique_ptr<Buf>> grads;  // dq, dk, dv of each set
   bool ok = false;
 
-  BwdProblem(const BwdShape& sh, int sets, uint64_t seed)
-      : s(sh),
-        nq(int64_t(sh.b) * sh.sq * sh.hq * sh.d),
-        nk(int64_t(sh.b) * sh.sk * sh.hkv * sh.d),
-        q(nq * 2), k(nk * 2), v(nk * 2), o(nq * 2), dout(nq * 2), lse(int64_t(sh.b) * sh.hq * sh.sq * 4) {
+  BwdProblem(const Shape& s, int sets, uint64_t seed)
+      : fwd(s, seed), nq(int64_t(s.b) * s.sq * s.hq * s.d), nk(int64_t(s.b) * s.sk * s.hkv * s.d), dout(nq * 2) {
     for (int i = 0; i < sets; ++i) {
       grads.push_back(std::make_unique<Buf>(nq * 2));
       grads.push_back(std::make_unique<Buf>(nk * 2));
       grads.push_back(std::make_unique<Buf>(nk * 2));
     }
-    ok = q.p && k.p && v.p && o.p && dout.p && lse.p &&
-         std::all_of(grads.begin(), grads.end(), [](const auto& b) { return b->p != nullptr; });
+    ok = fwd.ok && dout.p && std::all_of(grads.begin(), grads.end(), [](const auto& b) { return b->p != nullptr; });
     if (!ok) return;
-    check::fill_random(q.p, s.dt, nq, seed * 5 + 1, 0.3f, 1.0f, nullptr);
-    check::fill_random(k.p, s.dt, nk, seed * 5 + 2, 0.2f, 1.0f, nullptr);
-    check::fill_random(v.p, s.dt, nk, seed * 5 + 3, -0.4f, 1.5f, nullptr);
-    check::fill_random(dout.p, s.dt, nq, seed * 5 + 4, 0.5f, 1.0f, nullptr);
-    ForwardArgs f;
-    f.q = make_contiguous(q.p, s.dt, s.b, s.sq, s.hq, s.d);
-    f.k = make_contiguous(k.p, s.dt, s.b, s.sk, s.hkv, s.d);
-    f.v = make_contiguous(v.p, s.dt, s.b, s.sk, s.hkv, s.d);
-    f.out = make_contiguous(o.p, s.dt, s.b, s.sq, s.hq, s.d);
-    f.lse = static_cast<float*>(lse.p);
-    f.causal = s.causal;
-    ok = forward(f, nullptr).ok();
+    check::fill_random(dout.p, s.dt, nq, seed * 3 + 4, 0.5f, 1.0f, nullptr);
+    ok = forward(fwd.args, nullptr).ok();
   }
 
   // The parameters of a backward into gradient set i (validated as the public entry point does).
   bool params(int i, detail::BwdParams* p) const {
+    const Shape& s = fwd.s;
     BackwardArgs a;
     a.dout = make_contiguous(dout.p, s.dt, s.b, s.sq, s.hq, s.d);
-    a.q = make_contiguous(q.p, s.dt, s.b, s.sq, s.hq, s.d);
-    a.k = make_contiguous(k.p, s.dt, s.b, s.sk, s.hkv, s.d);
-    a.v = make_contiguous(v.p, s.dt, s.b, s.sk, s.hkv, s.d);
-    a.out = make_contiguous(o.p, s.dt, s.b, s.sq, s.hq, s.d);
-    a.lse = static_cast<const float*>(lse.p);
+    a.q = fwd.args.q;
+    a.k = fwd.args.k;
+    a.v = fwd.args.v;
+    a.out = fwd.args.out;
+    a.lse = fwd.args.lse;
     a.dq = make_contiguous(grads[3 * i]->p, s.dt, s.b, s.sq, s.hq, s.d);
     a.dk = make_contiguous(grads[3 * i + 1]->p, s.dt, s.b, s.sk, s.hkv, s.d);
     a.dv = make_contiguous(grads[3 * i + 2]->p, s.dt, s.b, s.sk, s.hkv, s.d);
@@ -101,18 +80,7 @@ std::vector<double> to_host(const void* dev, int64_t n, DType dt) {
   std::vector<uint16_t> raw(n);
   cudaMemcpy(raw.data(), dev, n * 2, cudaMemcpyDeviceToHost);
   std::vector<double> out(n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (dt == DType::kBFloat16) {
-      const uint32_t bits = uint32_t(raw[i]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      out[i] = f;
-    } else {
-      __half_raw r;
-      r.x = raw[i];
-      out[i] = __half2float(__half(r));
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = check::half_bits_to_double(raw[i], dt);
   return out;
 }
 
@@ -122,16 +90,9 @@ double max_err(const std::vector<double>& a, const std::vector<double>& b) {
   return e;
 }
 
-std::string str(const BwdShape& s) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "b%d sq%d sk%d hq%d hkv%d %s %s", s.b, s.sq, s.sk, s.hq, s.hkv,
-                s.causal ? "causal" : "full", s.dt == DType::kBFloat16 ? "bf16" : "fp16");
-  return buf;
-}
-
 // The gate: a candidate passes on a shape when dq, dk and dv each meet the rule against the
 // GPU fp32 reference, with the input-precision reference as the yardstick.
-bool gate(const BwdCandidate& c, const BwdShape& s, uint64_t seed) {
+bool gate(const BwdCandidate& c, const Shape& s, uint64_t seed) {
   BwdProblem pr(s, 3, seed);
   detail::BwdParams pc, pref, plow;
   if (!pr.ok || !pr.params(0, &pc) || !pr.params(1, &pref) || !pr.params(2, &plow)) {
@@ -185,17 +146,17 @@ int run_bwd(const std::vector<int>& dims) {
           continue;
         }
         const DType dt = c.bf16 ? DType::kBFloat16 : DType::kFloat16;
-        const BwdShape shapes[] = {{2, 300, 333, 4, 2, d, causal, dt},
+        const Shape shapes[] = {{2, 300, 333, 4, 2, d, causal, dt},
                                    {1, 113, 1000, 4, 1, d, causal, dt},
                                    {1, 1000, 113, 2, 2, d, causal, dt},
                                    {1, 17, 17, 2, 2, d, causal, dt}};
         bool ok = true;
-        for (const BwdShape& s : shapes) ok = gate(c, s, seed++) && ok;
+        for (const Shape& s : shapes) ok = gate(c, s, seed++) && ok;
         if (ok && c.bf16) pass.push_back(&c);
         rejected += !ok;
       }
       for (int seq : {2048, 4096, 8192, 16384}) {
-        const BwdShape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, DType::kBFloat16};
+        const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, DType::kBFloat16};
         BwdProblem pr(s, 1, 7);
         detail::BwdParams p;
         if (!pr.ok || !pr.params(0, &p)) {
