@@ -49,6 +49,11 @@ struct Sm80BwdOptions {
   // of its index arithmetic and selects (in one copy they are predicated off but still issued:
   // an FSEL per score in session 27's profile). Not yet measured (session 28).
   bool mask_branch = false;
+  // dQ = dS K and its reductions before the dK / dV GEMMs (FlashAttention-2's order): the
+  // reductions' source registers then drain under the dK / dV MMAs instead of holding up the
+  // next block's first instructions (session 29's profile: ~4% of the samples waiting on them).
+  // Needs the Q / dO double buffer (one stage reloads under the dQ GEMM, which comes last).
+  bool dq_first = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -69,6 +74,7 @@ struct Sm80BwdConfig {
   static constexpr bool kWindowOnlyPass = O.window_only_pass;
   static constexpr bool kFullBlockLoads = O.full_block_loads;
   static constexpr bool kMaskBranch = O.mask_branch;
+  static constexpr bool kDqFirst = O.dq_first;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -115,6 +121,7 @@ struct Sm80BwdConfig {
   static_assert(kBlockM % 64 == 0 || !kSwizzle, "swizzled P^T / dS^T rows need kBlockM a multiple of 64");
   static_assert(kBlockN % 16 == 0, "whole k16 steps of dQ");
   static_assert(kBlockM / 4 * 2 <= kThreads, "one thread per 16-B chunk of lse and dsum");
+  static_assert(!kDqFirst || kDoubleBuffer, "dq_first reorders the double-buffered loop only");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 
@@ -122,9 +129,11 @@ struct Sm80BwdConfig {
 // zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2). Their shared
 // memory fits an A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
 inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
-                                            .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
+                                            .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4,
+                                            .full_block_loads = true, .mask_branch = true, .dq_first = true};
 inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
-                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2};
+                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                             .full_block_loads = true, .dq_first = true};
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};

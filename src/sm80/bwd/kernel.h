@@ -252,8 +252,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     int h = hk * p.h_ratio, m = mr.lo, stage = 0;
     load_q(0, h, m);
     arch::cp_async_commit();
-    int64_t released = -1;  // deterministic: the turn counter to advance once every add landed
-    int release_to = 0;
 #pragma unroll 1
     while (true) {
       int h_next = h, m_next = m + 1;
@@ -266,10 +264,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Q/dO of this block landed for every thread; every warp is done with the previous block's
       // P^T / dS^T (dK, dV, dQ GEMMs) and Q/dO stage.
       __syncthreads();
-      if (released >= 0 && tid == 0) {
-        cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
-      }
-      released = -1;
       if constexpr (Cfg::kDoubleBuffer) {
         if (has_next) load_q(stage ^ 1, h_next, m_next);
         arch::cp_async_commit();
@@ -373,31 +367,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       __syncthreads();  // P^T and dS^T complete
 
-      // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed).
+      // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed); after
+      // dQ under kDqFirst, so the dK / dV MMAs issue while dQ's reductions drain.
+      auto dkv_gemm = [&] {
 #pragma unroll
-      for (int kq = 0; kq < kBM / 16; ++kq) {
-        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
-#pragma unroll
-        for (int mt = 0; mt < kDkvMT; ++mt) {
-          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-        }
-#pragma unroll
-        for (int np = 0; np < kNTc / 2; ++np) {
-          uint32_t bd[4], bq[4];
-          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+        for (int kq = 0; kq < kBM / 16; ++kq) {
+          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+          }
+#pragma unroll
+          for (int np = 0; np < kNTc / 2; ++np) {
+            uint32_t bd[4], bq[4];
+            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+#pragma unroll
+            for (int mt = 0; mt < kDkvMT; ++mt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            }
           }
         }
-      }
+      };
+      if constexpr (!Cfg::kDqFirst) dkv_gemm();
 
       // Deterministic: wait for this block's turn in query block m's order of additions.
       const int64_t chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
@@ -490,20 +488,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
       if (deterministic) {
-        __threadfence();  // this thread's additions before thread 0's release (next barrier)
-        released = chunk;
-        release_to = turn + 1;
+        // The next CTA's turn once every thread's additions are visible. Here, behind the
+        // uniform branch, not after the loop top's barrier: there the compiler predicated the
+        // release's fence off for the non-deterministic calls and it still stalled every warp.
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+          cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[chunk]).store(turn + 1, cuda::memory_order_release);
+        }
       }
+      if constexpr (Cfg::kDqFirst) dkv_gemm();
       if (!has_next) break;
       h = h_next;
       m = m_next;
       if constexpr (Cfg::kDoubleBuffer) stage ^= 1;
-    }
-    if (deterministic) {
-      __syncthreads();
-      if (tid == 0) {
-        cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
-      }
     }
   }
 
