@@ -40,12 +40,13 @@ std::string BwdCandidate::name() const {
   if (o.full_block_loads) s += "_fl";
   if (o.mask_branch) s += "_mb";
   if (o.dq_first) s += "_dqf";
+  if (o.release_after_dq) s += "_rad";
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
 std::span<const BwdCandidate> bwd_candidates() {
   static const BwdCandidate k[] = {
-      // D=64: session 28's shipped one first (the baseline of the rows below), the shipped one last.
+      // D=64: the shipped one (kSm80BwdD64) first.
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -66,8 +67,13 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
                                     .dkv_key_warps = 4, .dq_row_warps = 4, .full_block_loads = true,
                                     .dq_first = true}),
-      FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD64),
-      // D=128: session 28's shipped one first, the shipped one last.
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4, .full_block_loads = true,
+                                    .mask_branch = true, .dq_first = true}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 2,
+                                    .dkv_key_warps = 4, .dq_row_warps = 4, .full_block_loads = true,
+                                    .mask_branch = true, .dq_first = true, .release_after_dq = true}),
+      // D=128: the shipped one (kSm80BwdD128) first.
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -82,7 +88,12 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .full_block_loads = true,
                                     .mask_branch = true, .dq_first = true}),
-      FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD128),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .full_block_loads = true,
+                                    .dq_first = true}),
+      FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
+                                    .dkv_key_warps = 2, .dq_row_warps = 2, .full_block_loads = true,
+                                    .dq_first = true, .release_after_dq = true}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,

@@ -41,19 +41,25 @@ struct Sm80BwdOptions {
   bool window_only_pass = false;
   // The Q / dO loads of a full query block (all but a sequence's last) without the per-pass row
   // test, fallback select and row multiply (TileLoader::load_full): session 27's profile put
-  // ~110 M integer instructions of D=128 S=2k in those loads' address code. Not yet measured
-  // (docs/VERSIONS.md, sm80 backward, session 28).
+  // ~110 M integer instructions of D=128 S=2k in those loads' address code. Timed by the tuner
+  // (docs/VERSIONS.md, sm80 backward, session 29), not yet shipped.
   bool full_block_loads = false;
   // Plain kernels: the score pass in two copies, with and without the causal / key-length mask,
   // behind the block-uniform test of whether the block needs it, so unmasked blocks issue none
   // of its index arithmetic and selects (in one copy they are predicated off but still issued:
-  // an FSEL per score in session 27's profile). Not yet measured (session 28).
+  // an FSEL per score in session 27's profile). Timed by the tuner (session 29), not yet shipped.
   bool mask_branch = false;
-  // dQ = dS K and its reductions before the dK / dV GEMMs (FlashAttention-2's order): the
-  // reductions' source registers then drain under the dK / dV MMAs instead of holding up the
-  // next block's first instructions (session 29's profile: ~4% of the samples waiting on them).
-  // Needs the Q / dO double buffer (one stage reloads under the dQ GEMM, which comes last).
+  // dQ = dS K and its reductions before the dK / dV GEMMs (FlashAttention-2 puts its dQ before
+  // dK): the reductions' source registers then drain under the dK / dV MMAs instead of holding up
+  // the next block's first instructions (session 29's profile, docs/VERSIONS.md). Needs the Q /
+  // dO double buffer (one stage reloads under the dQ GEMM, which would then no longer come last).
   bool dq_first = false;
+  // Deterministic mode: thread 0 passes the query block's turn on right after the dQ additions
+  // (fence, barrier, store, behind the uniform deterministic branch). Off, it does so after the
+  // next block's first barrier, where the compiler predicates the release (fence included) off
+  // for non-deterministic calls and the predicated-off fence still stalled every warp (session
+  // 29's profile).
+  bool release_after_dq = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -75,6 +81,7 @@ struct Sm80BwdConfig {
   static constexpr bool kFullBlockLoads = O.full_block_loads;
   static constexpr bool kMaskBranch = O.mask_branch;
   static constexpr bool kDqFirst = O.dq_first;
+  static constexpr bool kReleaseAfterDq = O.release_after_dq;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -129,11 +136,9 @@ struct Sm80BwdConfig {
 // zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2). Their shared
 // memory fits an A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
 inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
-                                            .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4,
-                                            .full_block_loads = true, .mask_branch = true, .dq_first = true};
+                                            .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
 inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
-                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                             .full_block_loads = true, .dq_first = true};
+                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2};
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};

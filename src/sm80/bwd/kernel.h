@@ -6,6 +6,7 @@
 //      (or by local_scores under kLocal) and stored to shared memory, keys x queries.
 //   2. barrier; dV += P^T dO and dK += dS^T Q on the dK / dV warp grid, A from shared memory.
 //   3. dQ = dS K on the dQ warp grid (dS^T read transposed), added into the accumulator.
+//   Under Sm80BwdOptions::dq_first, 3 comes before 2.
 // Under a causal mask a key block's query blocks start at Mask::m_block_range's lo and only those
 // below first_unmasked_m_block take the element-wise rule; so does a partial last key block.
 // Sliding window, softcap, ALiBi (MaskKind::kLocal, the feature kernel, Sm80BwdFeatureArgs): a
@@ -252,6 +253,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     int h = hk * p.h_ratio, m = mr.lo, stage = 0;
     load_q(0, h, m);
     arch::cp_async_commit();
+    // Deterministic, without Sm80BwdOptions::release_after_dq: the turn counter thread 0 advances
+    // after the next barrier, once every thread's adds are fenced.
+    int64_t released = -1;
+    int release_to = 0;
 #pragma unroll 1
     while (true) {
       int h_next = h, m_next = m + 1;
@@ -264,6 +269,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Q/dO of this block landed for every thread; every warp is done with the previous block's
       // P^T / dS^T (dK, dV, dQ GEMMs) and Q/dO stage.
       __syncthreads();
+      if constexpr (!Cfg::kReleaseAfterDq) {
+        if (released >= 0 && tid == 0) {
+          cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
+        }
+        released = -1;
+      }
       if constexpr (Cfg::kDoubleBuffer) {
         if (has_next) load_q(stage ^ 1, h_next, m_next);
         arch::cp_async_commit();
@@ -367,35 +378,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       __syncthreads();  // P^T and dS^T complete
 
-      // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed); after
-      // dQ under kDqFirst, so the dK / dV MMAs issue while dQ's reductions drain.
-      auto dkv_gemm = [&] {
+      // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed); under
+      // kDqFirst after 3 (the copy below), so the dK / dV MMAs issue while dQ's reductions drain.
+      if constexpr (!Cfg::kDqFirst) {
 #pragma unroll
-        for (int kq = 0; kq < kBM / 16; ++kq) {
-          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+      for (int kq = 0; kq < kBM / 16; ++kq) {
+        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kDkvMT; ++mt) {
+          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+        }
+#pragma unroll
+        for (int np = 0; np < kNTc / 2; ++np) {
+          uint32_t bd[4], bq[4];
+          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-          }
-#pragma unroll
-          for (int np = 0; np < kNTc / 2; ++np) {
-            uint32_t bd[4], bq[4];
-            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
-#pragma unroll
-            for (int mt = 0; mt < kDkvMT; ++mt) {
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
-            }
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
           }
         }
-      };
-      if constexpr (!Cfg::kDqFirst) dkv_gemm();
+      }
+      }
 
       // Deterministic: wait for this block's turn in query block m's order of additions.
       const int64_t chunk = (static_cast<int64_t>(b) * p.hq + h) * p.num_m_blocks + m;
@@ -488,20 +498,55 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
       if (deterministic) {
-        // The next CTA's turn once every thread's additions are visible. Here, behind the
-        // uniform branch, not after the loop top's barrier: there the compiler predicated the
-        // release's fence off for the non-deterministic calls and it still stalled every warp.
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-          cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[chunk]).store(turn + 1, cuda::memory_order_release);
+        __threadfence();  // this thread's additions before thread 0's release
+        if constexpr (Cfg::kReleaseAfterDq) {
+          __syncthreads();
+          if (tid == 0) {
+            cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[chunk]).store(turn + 1, cuda::memory_order_release);
+          }
+        } else {
+          released = chunk;
+          release_to = turn + 1;
         }
       }
-      if constexpr (Cfg::kDqFirst) dkv_gemm();
+      // 2 after 3 under kDqFirst: the code above, written twice rather than as one lambda called
+      // in either place, which renumbered the default kernels' accumulators (PTX not identical).
+      if constexpr (Cfg::kDqFirst) {
+#pragma unroll
+      for (int kq = 0; kq < kBM / 16; ++kq) {
+        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kDkvMT; ++mt) {
+          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+        }
+#pragma unroll
+        for (int np = 0; np < kNTc / 2; ++np) {
+          uint32_t bd[4], bq[4];
+          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+#pragma unroll
+          for (int mt = 0; mt < kDkvMT; ++mt) {
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+          }
+        }
+      }
+      }
       if (!has_next) break;
       h = h_next;
       m = m_next;
       if constexpr (Cfg::kDoubleBuffer) stage ^= 1;
+    }
+    if (!Cfg::kReleaseAfterDq && deterministic) {
+      __syncthreads();
+      if (tid == 0) {
+        cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
+      }
     }
   }
 
