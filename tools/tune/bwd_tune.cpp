@@ -56,7 +56,7 @@ struct BwdProblem {
   }
 
   // The parameters of a backward into gradient set i (validated as the public entry point does).
-  bool params(int i, detail::BwdParams* p) const {
+  bool params(int i, detail::BwdParams* p, bool deterministic = false) const {
     const Shape& s = fwd.s;
     BackwardArgs a;
     a.dout = make_contiguous(dout.p, s.dt, s.b, s.sq, s.hq, s.d);
@@ -69,6 +69,7 @@ struct BwdProblem {
     a.dk = make_contiguous(grads[3 * i + 1]->p, s.dt, s.b, s.sk, s.hkv, s.d);
     a.dv = make_contiguous(grads[3 * i + 2]->p, s.dt, s.b, s.sk, s.hkv, s.d);
     a.causal = s.causal;
+    a.deterministic = deterministic;
     a.backend = Backend::kSm80;
     bool empty = false;
     return detail::validate_and_convert(a, p, &empty).ok() && !empty;
@@ -84,6 +85,14 @@ std::vector<double> to_host(const void* dev, int64_t n, DType dt) {
   return out;
 }
 
+// Whether n bytes at two device addresses differ.
+bool bytes_differ(const void* a, const void* b, int64_t n) {
+  std::vector<unsigned char> x(n), y(n);
+  cudaMemcpy(x.data(), a, n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(y.data(), b, n, cudaMemcpyDeviceToHost);
+  return x != y;
+}
+
 double max_err(const std::vector<double>& a, const std::vector<double>& b) {
   double e = 0;
   for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::isnan(a[i]) ? INFINITY : std::fabs(a[i] - b[i]));
@@ -91,16 +100,26 @@ double max_err(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // The gate: a candidate passes on a shape when dq, dk and dv each meet the rule against the
-// GPU fp32 reference, with the input-precision reference as the yardstick.
+// GPU fp32 reference, with the input-precision reference as the yardstick, and in deterministic
+// mode (gradient sets 3 and 4, the second on another stream) meet it too and agree bitwise.
 bool gate(const BwdCandidate& c, const Shape& s, uint64_t seed) {
-  BwdProblem pr(s, 3, seed);
-  detail::BwdParams pc, pref, plow;
-  if (!pr.ok || !pr.params(0, &pc) || !pr.params(1, &pref) || !pr.params(2, &plow)) {
+  BwdProblem pr(s, 5, seed);
+  detail::BwdParams pc, pref, plow, pdet[2];
+  if (!pr.ok || !pr.params(0, &pc) || !pr.params(1, &pref) || !pr.params(2, &plow) ||
+      !pr.params(3, &pdet[0], true) || !pr.params(4, &pdet[1], true)) {
     std::printf("bwd gate: setup failed for %s\n", str(s).c_str());
     return false;
   }
-  for (int i = 0; i < 3; ++i) check::poison(pr.grads[i]->p, s.dt, pr.count(i), nullptr);
-  const Status st = c.run(pc, nullptr);
+  for (int i : {0, 1, 2, 9, 10, 11, 12, 13, 14}) check::poison(pr.grads[i]->p, s.dt, pr.count(i % 3), nullptr);
+  cudaStream_t side = nullptr;
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  Status st = c.run(pc, nullptr);
+  if (st.ok()) st = c.run(pdet[0], nullptr);
+  if (st.ok() && cudaDeviceSynchronize() == cudaSuccess) st = c.run(pdet[1], side);
+  if (side != nullptr) {
+    cudaStreamSynchronize(side);
+    cudaStreamDestroy(side);
+  }
   const bool refs = detail::reference_backward(pref, nullptr).ok() && detail::reference_backward_lowp(plow, nullptr).ok();
   if (!st.ok() || !refs || cudaDeviceSynchronize() != cudaSuccess) {
     std::printf("FAIL %s %s: %s\n", c.name().c_str(), str(s).c_str(),
@@ -111,15 +130,23 @@ bool gate(const BwdCandidate& c, const Shape& s, uint64_t seed) {
   std::string msg;
   const char* names[] = {"dq", "dk", "dv"};
   for (int t = 0; t < 3; ++t) {
-    const auto got = to_host(pr.grads[t]->p, pr.count(t), s.dt);
     const auto ref = to_host(pr.grads[3 + t]->p, pr.count(t), s.dt);
     const auto low = to_host(pr.grads[6 + t]->p, pr.count(t), s.dt);
-    const double e = max_err(got, ref), bound = 2 * max_err(low, ref) + check::default_atol(s.dt);
-    if (!(e <= bound)) {
+    const double bound = 2 * max_err(low, ref) + check::default_atol(s.dt);
+    const auto det = to_host(pr.grads[9 + t]->p, pr.count(t), s.dt);
+    for (int set : {0, 3}) {
+      const double e = max_err(set == 0 ? to_host(pr.grads[t]->p, pr.count(t), s.dt) : det, ref);
+      if (!(e <= bound)) {
+        pass = false;
+        char b[96];
+        std::snprintf(b, sizeof b, " %s%s %.3g > %.3g", names[t], set == 0 ? "" : " (deterministic)", e, bound);
+        msg += b;
+      }
+    }
+    // Bitwise: the raw 16-bit words of the two deterministic runs.
+    if (bytes_differ(pr.grads[9 + t]->p, pr.grads[12 + t]->p, pr.count(t) * 2)) {
       pass = false;
-      char b[96];
-      std::snprintf(b, sizeof b, " %s %.3g > %.3g", names[t], e, bound);
-      msg += b;
+      msg += std::string(" ") + names[t] + " differs between two deterministic runs";
     }
   }
   if (!pass) std::printf("FAIL %s %s:%s\n", c.name().c_str(), str(s).c_str(), msg.c_str());
@@ -132,7 +159,7 @@ int run_bwd(const std::vector<int>& dims) {
   int rejected = 0, dev = 0, smem_optin = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  std::printf("bwd,d,causal,seqlen,candidate,smem,ms,tflops\n");
+  std::printf("mode,d,causal,seqlen,candidate,smem,ms,tflops\n");
   for (int d : dims) {
     if (d != 64 && d != 128 && d != 256) continue;
     for (bool causal : {false, true}) {
@@ -158,25 +185,28 @@ int run_bwd(const std::vector<int>& dims) {
       for (int seq : {2048, 4096, 8192, 16384}) {
         const Shape s{16384 / seq, seq, seq, 2048 / d, 2048 / d, d, causal, DType::kBFloat16};
         BwdProblem pr(s, 1, 7);
-        detail::BwdParams p;
-        if (!pr.ok || !pr.params(0, &p)) {
+        detail::BwdParams p, pdet;
+        if (!pr.ok || !pr.params(0, &p) || !pr.params(0, &pdet, true)) {
           std::printf("bwd: setup failed at seqlen %d\n", seq);
           continue;
         }
         double flops = 2.5 * 4.0 * s.b * s.hq * double(seq) * seq * d;
         if (causal) flops /= 2;
-        const BwdCandidate* best = nullptr;
-        double best_ms = 1e30;
-        for (const BwdCandidate* c : pass) {
-          Status st = Status::Ok();
-          const double ms = time_ms([&] { st = c->run(p, nullptr); });
-          std::printf("bwd,%d,%s,%d,%s,%d,%.4f,%.1f%s\n", d, causal ? "causal" : "full", seq, c->name().c_str(),
-                      c->smem_bytes, ms, flops / ms / 1e9, st.ok() ? "" : ",launch failed");
-          if (st.ok() && ms < best_ms) best_ms = ms, best = c;
+        for (bool det : {false, true}) {  // the "bwd-det" rows: deterministic mode
+          const char* mode = det ? "bwd-det" : "bwd";
+          const BwdCandidate* best = nullptr;
+          double best_ms = 1e30;
+          for (const BwdCandidate* c : pass) {
+            Status st = Status::Ok();
+            const double ms = time_ms([&] { st = c->run(det ? pdet : p, nullptr); });
+            std::printf("%s,%d,%s,%d,%s,%d,%.4f,%.1f%s\n", mode, d, causal ? "causal" : "full", seq, c->name().c_str(),
+                        c->smem_bytes, ms, flops / ms / 1e9, st.ok() ? "" : ",launch failed");
+            if (st.ok() && ms < best_ms) best_ms = ms, best = c;
+          }
+          if (best != nullptr)
+            std::printf("%s best: d%d %s S=%d %s %.4f ms %.1f TFLOPS\n", mode, d, causal ? "causal" : "full", seq,
+                        best->name().c_str(), best_ms, flops / best_ms / 1e9);
         }
-        if (best != nullptr)
-          std::printf("bwd best: d%d %s S=%d %s %.4f ms %.1f TFLOPS\n", d, causal ? "causal" : "full", seq,
-                      best->name().c_str(), best_ms, flops / best_ms / 1e9);
       }
     }
   }

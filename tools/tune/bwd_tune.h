@@ -8,9 +8,11 @@ namespace flashattn::tune {
 
 // Every candidate of the head dims in `dims` (64, 128, 256; others are skipped): first the
 // correctness gate on awkward shapes (dq, dk, dv under the rule max|cand - ref| <= 2 max|lowp -
-// ref| + atol against the fp32 and input-precision GPU reference backwards, no NaN), then the
-// median time of each passing candidate at S = 2k..16k (B = 16k / S, H = 2048 / D, bf16, causal
-// and not), with the fastest per (D, causal, S). Returns 0 when every candidate passed its gate.
+// ref| + atol against the fp32 and input-precision GPU reference backwards, no NaN; in
+// deterministic mode too, with two runs on two streams bitwise equal), then the median time of
+// each passing candidate at S = 2k..16k (B = 16k / S, H = 2048 / D, bf16, causal and not), plain
+// ("bwd" rows) and deterministic ("bwd-det"), with the fastest per (mode, D, causal, S). Returns
+// 0 when every candidate passed its gate.
 int run_bwd(const std::vector<int>& dims);
 
 }  // namespace flashattn::tune

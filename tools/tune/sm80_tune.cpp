@@ -9,7 +9,8 @@
 //                per run of seqlen buckets with the same winner, for this device's sm
 //   --grid       times sm80_forward (tuned dispatch) on the standard grid, CSV to stdout
 //   --bwd        the backward's candidates (bwd_candidates.cu): a correctness gate against the GPU
-//                reference backward, then times at S = 2k..16k (bwd_tune.h); head dims 64, 128, 256
+//                reference backward (deterministic mode too), then times at S = 2k..16k, plain and
+//                deterministic (bwd_tune.h); head dims 64, 128, 256
 //   --dims LIST  (e.g. 192 or 128,192) limits --check, --tune, --grid and --bwd to these kernel head dims
 //                (--check: the (d, d_v) pairs they serve); --tune then keeps the compiled-in
 //                table's rows of every other head dim and device, so FILE is still the whole table
