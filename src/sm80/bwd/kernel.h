@@ -271,7 +271,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       __syncthreads();
       if constexpr (!Cfg::kReleaseAfterDq) {
         if (released >= 0 && tid == 0) {
-          cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released]).store(release_to, cuda::memory_order_release);
+          cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[released])
+              .store(release_to, cuda::memory_order_release);
         }
         released = -1;
       }
@@ -382,29 +383,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // kDqFirst after 3 (the copy below), so the dK / dV MMAs issue while dQ's reductions drain.
       if constexpr (!Cfg::kDqFirst) {
 #pragma unroll
-      for (int kq = 0; kq < kBM / 16; ++kq) {
-        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
-#pragma unroll
-        for (int mt = 0; mt < kDkvMT; ++mt) {
-          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-        }
-#pragma unroll
-        for (int np = 0; np < kNTc / 2; ++np) {
-          uint32_t bd[4], bq[4];
-          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+        for (int kq = 0; kq < kBM / 16; ++kq) {
+          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+          }
+#pragma unroll
+          for (int np = 0; np < kNTc / 2; ++np) {
+            uint32_t bd[4], bq[4];
+            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+#pragma unroll
+            for (int mt = 0; mt < kDkvMT; ++mt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            }
           }
         }
-      }
       }
 
       // Deterministic: wait for this block's turn in query block m's order of additions.
@@ -502,7 +503,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if constexpr (Cfg::kReleaseAfterDq) {
           __syncthreads();
           if (tid == 0) {
-            cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[chunk]).store(turn + 1, cuda::memory_order_release);
+            cuda::atomic_ref<int, cuda::thread_scope_device>(p.dq_turn[chunk])
+                .store(turn + 1, cuda::memory_order_release);
           }
         } else {
           released = chunk;
@@ -513,29 +515,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // in either place, which renumbered the default kernels' accumulators (PTX not identical).
       if constexpr (Cfg::kDqFirst) {
 #pragma unroll
-      for (int kq = 0; kq < kBM / 16; ++kq) {
-        uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
-#pragma unroll
-        for (int mt = 0; mt < kDkvMT; ++mt) {
-          arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-          arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
-        }
-#pragma unroll
-        for (int np = 0; np < kNTc / 2; ++np) {
-          uint32_t bd[4], bq[4];
-          arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-          arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-          const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-          const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+        for (int kq = 0; kq < kBM / 16; ++kq) {
+          uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-            arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-            arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+          }
+#pragma unroll
+          for (int np = 0; np < kNTc / 2; ++np) {
+            uint32_t bd[4], bq[4];
+            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+#pragma unroll
+            for (int mt = 0; mt < kDkvMT; ++mt) {
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+            }
           }
         }
-      }
       }
       if (!has_next) break;
       h = h_next;
