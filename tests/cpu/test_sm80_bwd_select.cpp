@@ -67,8 +67,12 @@ TEST(Sm80BwdSelect, FullConfigsNeedAnA100) {
   EXPECT_EQ(smem<kSm80BwdD64>(), 165888);
   EXPECT_EQ(smem<kSm80BwdD128>(), 164864);
   EXPECT_EQ(smem<kSm80BwdD256>(), 147968);
+  // The loop options change no buffer: the causal kernels take their tiles' shared memory.
+  EXPECT_EQ(smem<kSm80BwdD64Causal>(), smem<kSm80BwdD64>());
+  EXPECT_EQ(smem<kSm80BwdD128Causal>(), smem<kSm80BwdD128>());
   EXPECT_EQ(kSm80BwdFullSmem, smem<kSm80BwdD64>());  // 1 KB below an A100's
-  for (int bytes : {smem<kSm80BwdD64>(), smem<kSm80BwdD128>(), smem<kSm80BwdD256>(), smem<kSm80BwdD64Feature>(),
+  for (int bytes : {smem<kSm80BwdD64>(), smem<kSm80BwdD64Causal>(), smem<kSm80BwdD128>(), smem<kSm80BwdD128Causal>(),
+                    smem<kSm80BwdD256>(), smem<kSm80BwdD64Feature>(),
                     smem<kSm80BwdD128Feature>(), smem<kSm80BwdD256Feature>()}) {
     EXPECT_GT(bytes, kSm86);  // why the small tier exists
     EXPECT_LE(bytes, kA100);

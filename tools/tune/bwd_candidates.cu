@@ -44,19 +44,11 @@ std::string BwdCandidate::name() const {
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
-// Tile o with the loop options the tuner compares (config.h: full_block_loads, mask_branch,
-// dq_first, release_after_dq).
-constexpr Sm80BwdOptions with_loop(Sm80BwdOptions o, bool fl, bool mb, bool dqf = false, bool rad = false) {
-  o.full_block_loads = fl;
-  o.mask_branch = mb;
-  o.dq_first = dqf;
-  o.release_after_dq = rad;
-  return o;
-}
-
 std::span<const BwdCandidate> bwd_candidates() {
   static const BwdCandidate k[] = {
-      // D=64: the shipped one first, other tiles, then the shipped tile with loop options.
+      // D=64: the shipped tile without loop options first (tools/tune/bwd_rel.py's reference),
+      // other tiles, then the shipped tile with loop options (config.h with_loop_options; the
+      // shipped causal kernel is the full-block-loads + mask-branch one).
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD64),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 4, .dq_row_warps = 4, .sdp_slices = 2}),
@@ -68,21 +60,26 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8, .sdp_key_warps = 2,
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD64, true, false)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD64, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD64, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD64, true, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD64, true, true, true, true)),
-      // D=128: the shipped one first.
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, false)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, false, false, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, false, true)),
+      // D=128: the shipped tile without loop options first, then the shipped non-causal
+      // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, false)),
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD128),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, true, false)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .sdp_slices = 2, .full_block_loads = true}),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, true, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop(kSm80BwdD128, true, false, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, true, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, true, false, true)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,

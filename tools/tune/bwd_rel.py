@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises `flashattn-sm80-tune --bwd` output: for each (mode, D, mask, S) the time of every
-candidate relative to that group's first one, the shipped configuration (bwd_candidates.cu lists
-it first): shipped time / candidate time, so > 1 is faster.
+candidate relative to that group's first one, the shipped tile without loop options
+(bwd_candidates.cu lists it first): its time / the candidate's, so > 1 is faster.
 
   flashattn-sm80-tune --bwd --dims 64,128 > tune.csv && python3 tools/tune/bwd_rel.py tune.csv
 """

@@ -41,13 +41,13 @@ struct Sm80BwdOptions {
   bool window_only_pass = false;
   // The Q / dO loads of a full query block (all but a sequence's last) without the per-pass row
   // test, fallback select and row multiply (TileLoader::load_full): session 27's profile put
-  // ~110 M integer instructions of D=128 S=2k in those loads' address code. Timed by the tuner
-  // (docs/VERSIONS.md, sm80 backward, session 29), not yet shipped.
+  // ~110 M integer instructions of D=128 S=2k in those loads' address code (docs/VERSIONS.md,
+  // sm80 backward, sessions 29-30).
   bool full_block_loads = false;
   // Plain kernels: the score pass in two copies, with and without the causal / key-length mask,
   // behind the block-uniform test of whether the block needs it, so unmasked blocks issue none
   // of its index arithmetic and selects (in one copy they are predicated off but still issued:
-  // an FSEL per score in session 27's profile). Timed by the tuner (session 29), not yet shipped.
+  // an FSEL per score in session 27's profile). Pays on causal calls (sessions 29-30).
   bool mask_branch = false;
   // dQ = dS K and its reductions before the dK / dV GEMMs (FlashAttention-2 puts its dQ before
   // dK): the reductions' source registers then drain under the dK / dV MMAs instead of holding up
@@ -132,13 +132,27 @@ struct Sm80BwdConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 
-// The kernels the library ships (one per head dim; every d, d_v up to it runs on it with
-// zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2). Their shared
-// memory fits an A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
+// The kernels the library ships (one tile per head dim; every d, d_v up to it runs on it with
+// zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2) and, for the loop
+// options, the tuner (session 30): the causal kernels of D=64 / D=128 take the mask branch and
+// full-block loads, the non-causal D=128 one the full-block loads alone, the non-causal D=64 one
+// neither (each was the fastest of its mask at every S measured). Their shared memory fits an
+// A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
+constexpr Sm80BwdOptions with_loop_options(Sm80BwdOptions o, bool full_block_loads, bool mask_branch,
+                                           bool dq_first = false, bool release_after_dq = false) {
+  o.full_block_loads = full_block_loads;
+  o.mask_branch = mask_branch;
+  o.dq_first = dq_first;
+  o.release_after_dq = release_after_dq;
+  return o;
+}
 inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
                                             .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
+inline constexpr Sm80BwdOptions kSm80BwdD64Causal = with_loop_options(kSm80BwdD64, true, true);
 inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
-                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2};
+                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
+                                             .full_block_loads = true};
+inline constexpr Sm80BwdOptions kSm80BwdD128Causal = with_loop_options(kSm80BwdD128, true, true);
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};

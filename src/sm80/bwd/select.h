@@ -20,7 +20,7 @@ namespace flashattn::sm80 {
 inline constexpr int kSm86SmemOptin = 101376;
 
 enum class Sm80BwdTier {
-  kFull,   // the A/B-chosen kernels, plain and feature (kSm80BwdD64 / D128 / D256 and *Feature)
+  kFull,   // the A/B-chosen kernels, plain and feature (kSm80BwdD64 / D128 / D256, *Causal and *Feature)
   kSmall,  // kSm80BwdD{64,128,256}Small and *SmallFeature, and their varlen twins
   kNone,   // nothing fits: every call goes to the naive reference
 };
@@ -28,7 +28,8 @@ enum class Sm80BwdTier {
 // Largest dynamic shared memory (bytes, as launch_bwd requests it: kSmemBytes, no slack) of the
 // full tier's kernels, feature kernels included (a full-tier device runs them too).
 inline constexpr int kSm80BwdFullSmem =
-    std::max({Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128>::kSmemBytes,
+    std::max({Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Causal>::kSmemBytes,
+              Sm80BwdConfig<kSm80BwdD128>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128Causal>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD256>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Feature>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD128Feature>::kSmemBytes, Sm80BwdConfig<kSm80BwdD256Feature>::kSmemBytes});
 // The same for the small tier's kernels (the varlen twins take their configurations' tiles).
