@@ -153,6 +153,11 @@ inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .bl
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .full_block_loads = true};
 inline constexpr Sm80BwdOptions kSm80BwdD128Causal = with_loop_options(kSm80BwdD128, true, true);
+// The varlen twins (bwd/instantiations/bwd_d*_varlen.cu) keep the tiles without loop options,
+// both masks: the tuner's gate runs dense calls only, and no GPU run has tested the options on
+// packed batches yet (docs/VERSIONS.md, sm80 part, session 30).
+inline constexpr Sm80BwdOptions kSm80BwdD64Varlen = kSm80BwdD64;
+inline constexpr Sm80BwdOptions kSm80BwdD128Varlen = with_loop_options(kSm80BwdD128, false, false);
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};
