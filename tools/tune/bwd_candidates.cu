@@ -40,8 +40,20 @@ std::string BwdCandidate::name() const {
   if (o.full_block_loads) s += "_fl";
   if (o.mask_branch) s += "_mb";
   if (o.dq_first) s += "_dqf";
+  if (o.dq_mid) s += "_dqm";
   if (o.release_after_dq) s += "_rad";
+  if (o.dq_frag_order) s += "_dqo";
   return s + (bf16 ? "_bf16" : "_fp16");
+}
+
+constexpr Sm80BwdOptions with_dq_frag_order(Sm80BwdOptions o) {
+  o.dq_frag_order = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o, bool frag_order = false) {
+  o.dq_mid = true;
+  o.dq_frag_order = frag_order;
+  return o;
 }
 
 std::span<const BwdCandidate> bwd_candidates() {
@@ -67,6 +79,13 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, true, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, false, false, false, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD64)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD64Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_loop_options(kSm80BwdD64, true, true, true))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(with_loop_options(kSm80BwdD64, true, false))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD64Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(with_loop_options(kSm80BwdD64, true, false), true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD64Causal, true)),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, false)),
@@ -80,6 +99,13 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, true, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, false, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, true, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD128)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD128Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_loop_options(kSm80BwdD128, true, false, true))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128Causal, true)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -94,6 +120,7 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 2, .dq_row_warps = 4, .sdp_slices = 2, .double_buffer = false}),
       // D=256: the shipped one first.
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD256)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 4, .double_buffer = false}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 2,

@@ -54,12 +54,21 @@ struct Sm80BwdOptions {
   // the next block's first instructions (session 29's profile, docs/VERSIONS.md). Needs the Q /
   // dO double buffer (one stage reloads under the dQ GEMM, which would then no longer come last).
   bool dq_first = false;
+  // dV += P^T dO before dQ, dK += dS^T Q after dQ's reductions (FlashAttention-2's order): the
+  // reductions drain under one GEMM's MMAs while only half of dq_first's LDSMs queue behind them.
+  // Needs the double buffer, as dq_first does; the two are exclusive.
+  bool dq_mid = false;
   // Deterministic mode: thread 0 passes the query block's turn on right after the dQ additions
   // (fence, barrier, store, behind the uniform deterministic branch). Off, it does so after the
   // next block's first barrier, where the compiler predicates the release (fence included) off
   // for non-deterministic calls and the predicated-off fence still stalled every warp (session
   // 29's profile).
   bool release_after_dq = false;
+  // dQ's accumulator in the order the warps add into it (dq_frag_offset below) instead of row-major
+  // within each query block: every red.v2 of a warp then covers 256 contiguous bytes (2 cache
+  // lines) instead of 8 rows x 32 B (8 lines), a quarter of the L1 requests for the same sectors.
+  // The postprocess reads it back through the same map (bwd/prepost.h *_frag).
+  bool dq_frag_order = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -81,7 +90,9 @@ struct Sm80BwdConfig {
   static constexpr bool kFullBlockLoads = O.full_block_loads;
   static constexpr bool kMaskBranch = O.mask_branch;
   static constexpr bool kDqFirst = O.dq_first;
+  static constexpr bool kDqMid = O.dq_mid;
   static constexpr bool kReleaseAfterDq = O.release_after_dq;
+  static constexpr bool kDqFragOrder = O.dq_frag_order;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -104,6 +115,20 @@ struct Sm80BwdConfig {
   static constexpr int kDqCols = kHeadDim / (kWarps / kDqWarpsM);
   static constexpr int kDqPasses = O.dq_passes;
   static constexpr int kNTdq = kDqCols / kDqPasses / 8;  // n8 tiles of one pass
+  static constexpr int kDqWarpRows = kDqRowTiles * 16;
+
+  // kDqFragOrder: where row r, columns c..c+7 (c a multiple of 8) of a query block's kBlockM x
+  // kHeadDim dQ accumulator sit, as a float offset from the block's start. The block holds the
+  // warps' dQ tiles in warp order (warp = column tile * kDqWarpsM + row tile, as the kernel
+  // assigns them), each tile its red instructions in issue order (pass, m16 row tile, row half,
+  // n8 tile), each instruction 32 lanes x 2 floats: lane 4 * (r % 8) + j holds columns c + 2j,
+  // c + 2j + 1, so a row's 8 columns are 8 contiguous floats. Host and device (constexpr).
+  static constexpr int dq_frag_offset(int r, int c) {
+    const int tile = (c / kDqCols) * kDqWarpsM + r / kDqWarpRows;
+    const int rr = r % kDqWarpRows, cc = c % kDqCols, pass_cols = kDqCols / kDqPasses;
+    const int instr = (((cc / pass_cols) * kDqRowTiles + rr / 16) * 2 + (rr / 8) % 2) * kNTdq + (cc % pass_cols) / 8;
+    return tile * kDqWarpRows * kDqCols + instr * 64 + (rr % 8) * 8;
+  }
 
   static constexpr int kStages = kDoubleBuffer ? 2 : 1;
   static constexpr int kTileKV = kBlockN * kHeadDim * 2;
@@ -129,6 +154,7 @@ struct Sm80BwdConfig {
   static_assert(kBlockN % 16 == 0, "whole k16 steps of dQ");
   static_assert(kBlockM / 4 * 2 <= kThreads, "one thread per 16-B chunk of lse and dsum");
   static_assert(!kDqFirst || kDoubleBuffer, "dq_first reorders the double-buffered loop only");
+  static_assert(!kDqMid || (kDoubleBuffer && !kDqFirst), "dq_mid: the double-buffered loop, without dq_first");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 

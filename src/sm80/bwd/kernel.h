@@ -147,6 +147,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // dQ's adds as red.v2 (1), and from one lane pointer (2) (config.h FLASHATTN_SM80_ABL_BWD_RED_DQ).
   constexpr bool kRedDq = FLASHATTN_SM80_ABL_BWD_RED_DQ != 0 && Cfg::kVectorAtomics;
   constexpr bool kRedLanePtr = kRedDq && FLASHATTN_SM80_ABL_BWD_RED_DQ == 2;
+  static_assert(!Cfg::kDqFragOrder || kRedLanePtr, "dq_frag_order adds from one lane pointer with red");
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kD = Cfg::kHeadDim;
   constexpr int kNTq = Cfg::kNTq, kSdpMT = Cfg::kSdpMT, kDkvMT = Cfg::kDkvMT, kNTc = Cfg::kNTcols;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -380,7 +381,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       __syncthreads();  // P^T and dS^T complete
 
       // 2. dV += P^T dO, dK += dS^T Q over the block's queries (B operands transposed); under
-      // kDqFirst after 3 (the copy below), so the dK / dV MMAs issue while dQ's reductions drain.
+      // kDqFirst after 3 (the copy below), so the dK / dV MMAs issue while dQ's reductions drain;
+      // under kDqMid dV here and dK there (FlashAttention-2's order: dV, dQ, dK).
       if constexpr (!Cfg::kDqFirst) {
 #pragma unroll
         for (int kq = 0; kq < kBM / 16; ++kq) {
@@ -388,21 +390,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
             arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
-            arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
+            if constexpr (!Cfg::kDqMid) arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
           }
 #pragma unroll
           for (int np = 0; np < kNTc / 2; ++np) {
             uint32_t bd[4], bq[4];
             arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
-            arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
+            if constexpr (!Cfg::kDqMid) arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
             const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
-            const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
 #pragma unroll
             for (int mt = 0; mt < kDkvMT; ++mt) {
               arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
               arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
-              arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+              if constexpr (!Cfg::kDqMid) {
+                const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
+                arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
+                arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
+              }
             }
           }
         }
@@ -459,7 +463,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
           }
         }
-        if constexpr (kRedLanePtr) {
+        if constexpr (Cfg::kDqFragOrder) {
+          // The block's accumulator in the warps' order (config.h dq_frag_offset): this warp's
+          // tile, this pass's instructions, 32 lanes x 2 floats each; padding rows as below.
+          constexpr int kPassFloats = kDqRT * 2 * kNTdq * 64;
+          float* lane_acc = p.dq_accum + (stat_base(h) + m0) * kD + warp * (Cfg::kDqWarpRows * Cfg::kDqCols) +
+                            (dq_c0 - dq_col0) / (Cfg::kDqCols / Cfg::kDqPasses) * kPassFloats + 2 * lane;
+#pragma unroll
+          for (int rt = 0; rt < kDqRT; ++rt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+              for (int nt = 0; nt < kNTdq; ++nt)
+                arch::red_add_f32x2(lane_acc + ((rt * 2 + hh) * kNTdq + nt) * 64, rdQ[rt][nt][2 * hh],
+                                    rdQ[rt][nt][2 * hh + 1]);
+        } else if constexpr (kRedLanePtr) {
           // One lane pointer and compile-time offsets, no per-row test: rows past len_q lie in
           // the scratch's padded query blocks (sq_pad, kernel_args.h), which the postprocess
           // never reads, so their adds may land.
@@ -511,28 +529,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           release_to = turn + 1;
         }
       }
-      // 2 after 3 under kDqFirst: the code above, written twice rather than as one lambda called
-      // in either place, which renumbered the default kernels' accumulators (PTX not identical).
-      if constexpr (Cfg::kDqFirst) {
+      // 2 after 3 under kDqFirst (dK alone under kDqMid): the code above, written twice rather
+      // than as one lambda called in either place, which renumbered the default kernels'
+      // accumulators (PTX not identical).
+      if constexpr (Cfg::kDqFirst || Cfg::kDqMid) {  // kDqMid: dK alone here
 #pragma unroll
         for (int kq = 0; kq < kBM / 16; ++kq) {
           uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
 #pragma unroll
           for (int mt = 0; mt < kDkvMT; ++mt) {
-            arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
+            if constexpr (!Cfg::kDqMid) arch::ldmatrix_x4(aP[mt], addr_pa.addr(sPt, kv_key0 + mt * 16, 2 * kq));
             arch::ldmatrix_x4(aDs[mt], addr_pa.addr(sDs, kv_key0 + mt * 16, 2 * kq));
           }
 #pragma unroll
           for (int np = 0; np < kNTc / 2; ++np) {
             uint32_t bd[4], bq[4];
-            arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
+            if constexpr (!Cfg::kDqMid) arch::ldmatrix_x4_trans(bd, addr_a.addr(sDo, kq * 16, kv_col0 / 8 + 2 * np));
             arch::ldmatrix_x4_trans(bq, addr_a.addr(sQ, kq * 16, kv_col0 / 8 + 2 * np));
-            const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
             const uint32_t q0[2] = {bq[0], bq[1]}, q1[2] = {bq[2], bq[3]};
 #pragma unroll
             for (int mt = 0; mt < kDkvMT; ++mt) {
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
-              arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+              if constexpr (!Cfg::kDqMid) {
+                const uint32_t d0[2] = {bd[0], bd[1]}, d1[2] = {bd[2], bd[3]};
+                arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np], aP[mt], d0);
+                arch::mma_m16n8k16_f32<kBf16>(rdV[mt][2 * np + 1], aP[mt], d1);
+              }
               arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np], aDs[mt], q0);
               arch::mma_m16n8k16_f32<kBf16>(rdK[mt][2 * np + 1], aDs[mt], q1);
             }

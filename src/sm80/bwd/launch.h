@@ -109,7 +109,8 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   post.scale = p.scale;
   const size_t vecs = static_cast<size_t>(p.b) * p.hq * p.sq * (p.d / 8);
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((vecs + 255) / 256, 65536));
-  sm80_bwd_postprocess<Cfg::kHeadDim, Elem><<<blocks, 256, 0, stream>>>(post);
+  if constexpr (Cfg::kDqFragOrder) sm80_bwd_postprocess_frag<Cfg, Elem><<<blocks, 256, 0, stream>>>(post);
+  else sm80_bwd_postprocess<Cfg::kHeadDim, Elem><<<blocks, 256, 0, stream>>>(post);
   return detail::check_launch("backend sm80 backward: postprocess");
 }
 

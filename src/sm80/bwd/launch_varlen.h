@@ -57,7 +57,10 @@ Status launch_bwd_varlen(const detail::BwdParams& p, cudaStream_t stream) {
   s = launch_bwd_main<Cfg, Elem, Kind>(a, dim3(num_n, p.hkv, p.b), stream);
   if (!s.ok()) return s;
 
-  sm80_bwd_postprocess_varlen<Cfg::kBlockM, Cfg::kHeadDim, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
+  if constexpr (Cfg::kDqFragOrder)
+    sm80_bwd_postprocess_varlen_frag<Cfg, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
+  else
+    sm80_bwd_postprocess_varlen<Cfg::kBlockM, Cfg::kHeadDim, Elem><<<static_cast<unsigned>(chunks), 256, 0, stream>>>(pp);
   return detail::check_launch("backend sm80 backward (varlen): postprocess");
 }
 

@@ -108,6 +108,26 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
   }
 }
 
+// The same over an accumulator in Cfg's warp order (config.h kDqFragOrder, dq_frag_offset): each
+// row's 8 columns are still 8 contiguous floats, at their place in the row's query block.
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess_frag(const Sm80BwdPostArgs a) {
+  constexpr int kBM = Cfg::kBlockM, kD = Cfg::kHeadDim;
+  const int chunks = a.d / 8;
+  const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % chunks) * 8;
+    const int64_t row = i / chunks;  // (b, h, m) over sq
+    const int m = static_cast<int>(row % a.sq);
+    const int64_t bh = row / a.sq;
+    const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
+    const int64_t block = bh * a.sq_pad + m / kBM * kBM;
+    store_dq8(a.dq_accum + (block * kD + Cfg::dq_frag_offset(m % kBM, c)), a.scale,
+              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
+  }
+}
+
 // ---- Varlen (Sm80BwdVarlenArgs): the same two kernels over the padded packed scratch ----
 // One CTA per (head, padded block of kBlockM rows) (common/varlen_layout.h), the block's sequence
 // found once by bisection; a block of no sequence is all padding.
@@ -162,6 +182,26 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80Bwd
     const int r = i / chunks, c = (i - r * chunks) * 8;
     const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
     store_dq8(a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c), a.scale,
+              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
+  }
+}
+
+// The varlen postprocess over an accumulator in Cfg's warp order (sm80_bwd_postprocess_frag).
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen_frag(const Sm80BwdVarlenPrepostArgs a) {
+  constexpr int kBM = Cfg::kBlockM, kD = Cfg::kHeadDim;
+  const int64_t chunk = blockIdx.x;
+  const int h = static_cast<int>(chunk / a.num_blocks);
+  const detail::VarlenLayout<kBM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
+  detail::VarlenRows seq;
+  int mb = 0;
+  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;
+  const int rows = min(kBM, seq.len - mb * kBM);
+  const int chunks = a.d / 8;
+  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = (i - r * chunks) * 8;
+    const int64_t q = static_cast<int64_t>(seq.start) + mb * kBM + r;
+    store_dq8(a.dq_accum + (chunk * kBM * kD + Cfg::dq_frag_offset(r, c)), a.scale,
               static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
   }
 }
