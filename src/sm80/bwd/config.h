@@ -69,6 +69,9 @@ struct Sm80BwdOptions {
   // lines) instead of 8 rows x 32 B (8 lines), a quarter of the L1 requests for the same sectors.
   // The postprocess reads it back through the same map (bwd/prepost.h *_frag).
   bool dq_frag_order = false;
+  // Plain kernels: a query slice's lse / dsum pairs read from shared memory once into registers
+  // for all its m16 key tiles, not once per tile (FlashAttention-2 keeps them in registers).
+  bool stat_regs = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -93,6 +96,7 @@ struct Sm80BwdConfig {
   static constexpr bool kDqMid = O.dq_mid;
   static constexpr bool kReleaseAfterDq = O.release_after_dq;
   static constexpr bool kDqFragOrder = O.dq_frag_order;
+  static constexpr bool kStatRegs = O.stat_regs;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 

@@ -324,6 +324,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
           }
         }
+        // kStatRegs: this slice's lse / dsum pairs read once, not per m16 tile: the P^T / dS^T
+        // stores between the tiles may alias them for the compiler, which then reloads them.
+        float2 stat_l[Cfg::kStatRegs ? kNTq : 1], stat_d[Cfg::kStatRegs ? kNTq : 1];
+        if constexpr (Cfg::kStatRegs && !kLocal) {
+#pragma unroll
+          for (int nt = 0; nt < kNTq; ++nt) {
+            const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
+            stat_l[nt] = lse[i2];
+            stat_d[nt] = dsum[i2];
+          }
+        } else {
+          (void)stat_l;
+          (void)stat_d;
+        }
 #pragma unroll
         for (int mt = 0; mt < kSdpMT; ++mt) {
           // P^T = exp2(S^T scale_log2 - lse_log2) (0 where the rule hides the pair), dS^T = P^T
@@ -336,7 +350,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
               for (int nt = 0; nt < kNTq; ++nt) {
                 const int i2 = (q_off / 8 + nt) * 4 + (lane & 3);
-                const float2 l = lse[i2], ds = dsum[i2];
+                const float2 l = Cfg::kStatRegs ? stat_l[nt] : lse[i2], ds = Cfg::kStatRegs ? stat_d[nt] : dsum[i2];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   float pv = arch::ex2_approx_ftz(fmaf(rS[mt][nt][e], p.scale_log2, -((e & 1) ? l.y : l.x)));
