@@ -91,9 +91,10 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs 
   }
 }
 
-// One thread per 8 columns of one row below sq: two float4 reads, one 16-B store.
-template <int kHeadDim, class Elem>
-__global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArgs a) {
+// One thread per 8 columns of one row below sq: two float4 reads, one 16-B store. at(bh, m, c):
+// where row m, columns c.. of (batch, head) bh sit in the accumulator.
+template <class Elem, class At>
+__device__ __forceinline__ void postprocess_rows(const Sm80BwdPostArgs& a, At at) {
   const int chunks = a.d / 8;
   const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -103,29 +104,24 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
     const int m = static_cast<int>(row % a.sq);
     const int64_t bh = row / a.sq;
     const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
-    store_dq8(a.dq_accum + ((bh * a.sq_pad + m) * kHeadDim + c), a.scale,
-              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
+    store_dq8(at(bh, m, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
   }
+}
+
+template <int kHeadDim, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArgs a) {
+  postprocess_rows<Elem>(a,
+                         [&](int64_t bh, int m, int c) { return a.dq_accum + ((bh * a.sq_pad + m) * kHeadDim + c); });
 }
 
 // The same over an accumulator in Cfg's warp order (config.h kDqFragOrder, dq_frag_offset): each
 // row's 8 columns are still 8 contiguous floats, at their place in the row's query block.
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess_frag(const Sm80BwdPostArgs a) {
-  constexpr int kBM = Cfg::kBlockM, kD = Cfg::kHeadDim;
-  const int chunks = a.d / 8;
-  const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % chunks) * 8;
-    const int64_t row = i / chunks;  // (b, h, m) over sq
-    const int m = static_cast<int>(row % a.sq);
-    const int64_t bh = row / a.sq;
-    const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
-    const int64_t block = bh * a.sq_pad + m / kBM * kBM;
-    store_dq8(a.dq_accum + (block * kD + Cfg::dq_frag_offset(m % kBM, c)), a.scale,
-              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
-  }
+  constexpr int kBM = Cfg::kBlockM;
+  postprocess_rows<Elem>(a, [&](int64_t bh, int m, int c) {
+    return a.dq_accum + ((bh * a.sq_pad + m / kBM * kBM) * Cfg::kHeadDim + Cfg::dq_frag_offset(m % kBM, c));
+  });
 }
 
 // ---- Varlen (Sm80BwdVarlenArgs): the same two kernels over the padded packed scratch ----
@@ -167,9 +163,10 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdV
 }
 
 // Postprocess: the block's rows inside its sequence, 8 columns per thread, into the packed dq;
-// rows outside every sequence are never written.
-template <int kBlockM, int kHeadDim, class Elem>
-__global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
+// rows outside every sequence are never written. at(r, c): where the block's row r, columns c..
+// sit in the accumulator.
+template <int kBlockM, class Elem, class At>
+__device__ __forceinline__ void postprocess_varlen_rows(const Sm80BwdVarlenPrepostArgs& a, At at) {
   const int64_t chunk = blockIdx.x;
   const int h = static_cast<int>(chunk / a.num_blocks);
   const detail::VarlenLayout<kBlockM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
@@ -181,29 +178,24 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80Bwd
   for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
     const int r = i / chunks, c = (i - r * chunks) * 8;
     const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
-    store_dq8(a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c), a.scale,
-              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
+    store_dq8(at(r, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
   }
+}
+
+template <int kBlockM, int kHeadDim, class Elem>
+__global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80BwdVarlenPrepostArgs a) {
+  const int64_t chunk = blockIdx.x;
+  postprocess_varlen_rows<kBlockM, Elem>(
+      a, [&](int r, int c) { return a.dq_accum + ((chunk * kBlockM + r) * kHeadDim + c); });
 }
 
 // The varlen postprocess over an accumulator in Cfg's warp order (sm80_bwd_postprocess_frag).
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen_frag(const Sm80BwdVarlenPrepostArgs a) {
-  constexpr int kBM = Cfg::kBlockM, kD = Cfg::kHeadDim;
   const int64_t chunk = blockIdx.x;
-  const int h = static_cast<int>(chunk / a.num_blocks);
-  const detail::VarlenLayout<kBM> layout{a.cu_q, a.num_seqs, a.max_q, a.total_q};
-  detail::VarlenRows seq;
-  int mb = 0;
-  if (layout.find(chunk % a.num_blocks, &seq, &mb) < 0) return;
-  const int rows = min(kBM, seq.len - mb * kBM);
-  const int chunks = a.d / 8;
-  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-    const int r = i / chunks, c = (i - r * chunks) * 8;
-    const int64_t q = static_cast<int64_t>(seq.start) + mb * kBM + r;
-    store_dq8(a.dq_accum + (chunk * kBM * kD + Cfg::dq_frag_offset(r, c)), a.scale,
-              static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
-  }
+  postprocess_varlen_rows<Cfg::kBlockM, Elem>(a, [&](int r, int c) {
+    return a.dq_accum + (chunk * Cfg::kBlockM * Cfg::kHeadDim + Cfg::dq_frag_offset(r, c));
+  });
 }
 
 }  // namespace flashattn::sm80
