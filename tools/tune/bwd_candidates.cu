@@ -44,6 +44,7 @@ std::string BwdCandidate::name() const {
   if (o.release_after_dq) s += "_rad";
   if (o.dq_frag_order) s += "_dqo";
   if (o.stat_regs) s += "_sr";
+  if (o.late_q_load) s += "_lq";
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
@@ -53,6 +54,10 @@ constexpr Sm80BwdOptions with_dq_frag_order(Sm80BwdOptions o) {
 }
 constexpr Sm80BwdOptions with_stat_regs(Sm80BwdOptions o) {
   o.stat_regs = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_late_q_load(Sm80BwdOptions o) {
+  o.late_q_load = true;
   return o;
 }
 constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o, bool frag_order = false) {
@@ -94,6 +99,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD64)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD64Causal)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_mid(kSm80BwdD64Causal, true))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD64Causal, true)))),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, false)),
@@ -117,6 +125,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD128)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD128Causal)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_mid(kSm80BwdD128, true))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD128, true)))),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,

@@ -72,6 +72,10 @@ struct Sm80BwdOptions {
   // Plain kernels: a query slice's lse / dsum pairs read from shared memory once into registers
   // for all its m16 key tiles, not once per tile (FlashAttention-2 keeps them in registers).
   bool stat_regs = false;
+  // Double-buffered kernels: the next query block's loads issued after the first S^T / dP^T
+  // slice instead of at the loop top, where their address arithmetic and 17 cp.async per thread
+  // came right after the barrier (session 29's profile put 15% of the stalls at the loop top).
+  bool late_q_load = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -97,6 +101,7 @@ struct Sm80BwdConfig {
   static constexpr bool kReleaseAfterDq = O.release_after_dq;
   static constexpr bool kDqFragOrder = O.dq_frag_order;
   static constexpr bool kStatRegs = O.stat_regs;
+  static constexpr bool kLateQLoad = O.late_q_load;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -159,6 +164,7 @@ struct Sm80BwdConfig {
   static_assert(kBlockM / 4 * 2 <= kThreads, "one thread per 16-B chunk of lse and dsum");
   static_assert(!kDqFirst || kDoubleBuffer, "dq_first reorders the double-buffered loop only");
   static_assert(!kDqMid || (kDoubleBuffer && !kDqFirst), "dq_mid: the double-buffered loop, without dq_first");
+  static_assert(!kLateQLoad || kDoubleBuffer, "late_q_load moves the double buffer's load");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 

@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
         released = -1;
       }
-      if constexpr (Cfg::kDoubleBuffer) {
+      if constexpr (Cfg::kDoubleBuffer && !Cfg::kLateQLoad) {
         if (has_next) load_q(stage ^ 1, h_next, m_next);
         arch::cp_async_commit();
       }
@@ -322,6 +322,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np], av[mt], d0);
               arch::mma_m16n8k16_f32<kBf16>(rP[mt][2 * np + 1], av[mt], d1);
             }
+          }
+        }
+        // kLateQLoad: the next block's Q / dO / lse / dsum load issued after the first slice's
+        // GEMMs instead of right after the barrier, so the loop top starts with LDSM / MMA
+        // (FlashAttention-2 issues its next Q there) and the load still has the rest of the block.
+        if constexpr (Cfg::kDoubleBuffer && Cfg::kLateQLoad) {
+          if (q_off == s_q0) {
+            if (has_next) load_q(stage ^ 1, h_next, m_next);
+            arch::cp_async_commit();
           }
         }
         // kStatRegs: this slice's lse / dsum pairs read once, not per m16 tile: the P^T / dS^T
