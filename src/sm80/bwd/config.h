@@ -66,15 +66,16 @@ struct Sm80BwdOptions {
   bool release_after_dq = false;
   // dQ's accumulator in the order the warps add into it (dq_frag_offset below) instead of row-major
   // within each query block: every red.v2 of a warp then covers 256 contiguous bytes (2 cache
-  // lines) instead of 8 rows x 32 B (8 lines), a quarter of the L1 requests for the same sectors.
-  // The postprocess reads it back through the same map (bwd/prepost.h *_frag).
+  // lines) instead of 8 rows x 32 B (8 lines), so (the hypothesis) the reductions drain through
+  // L1 faster and hold their source registers less long. The postprocess reads it back through
+  // the same map (bwd/prepost.h *_frag).
   bool dq_frag_order = false;
   // Plain kernels: a query slice's lse / dsum pairs read from shared memory once into registers
   // for all its m16 key tiles, not once per tile (FlashAttention-2 keeps them in registers).
   bool stat_regs = false;
   // Double-buffered kernels: the next query block's loads issued after the first S^T / dP^T
-  // slice instead of at the loop top, where their address arithmetic and 17 cp.async per thread
-  // came right after the barrier (session 29's profile put 15% of the stalls at the loop top).
+  // slice instead of at the loop top, where their address arithmetic and cp.asyncs come right
+  // after the barrier (the loop top's stalls in session 29's profile, docs/VERSIONS.md).
   bool late_q_load = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
