@@ -17,4 +17,16 @@ __device__ __forceinline__ void red_add_f32x2(float* dst, float a, float b) {
 #endif
 }
 
+// dst[0..3] += a, b, c, d. dst must be 16-B aligned. On sm_90+ one red.global.add.v4.f32.
+__device__ __forceinline__ void red_add_f32x4(float* dst, float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+  atomicAdd(dst + 2, c);
+  atomicAdd(dst + 3, d);
+#endif
+}
+
 }  // namespace flashattn::arch

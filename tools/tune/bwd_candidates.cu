@@ -43,6 +43,7 @@ std::string BwdCandidate::name() const {
   if (o.dq_mid) s += "_dqm";
   if (o.release_after_dq) s += "_rad";
   if (o.dq_frag_order) s += "_dqo";
+  if (o.dq_red_v4) s += "v4";
   if (o.stat_regs) s += "_sr";
   if (o.late_q_load) s += "_lq";
   return s + (bf16 ? "_bf16" : "_fp16");
@@ -50,6 +51,11 @@ std::string BwdCandidate::name() const {
 
 constexpr Sm80BwdOptions with_dq_frag_order(Sm80BwdOptions o) {
   o.dq_frag_order = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_red_v4(Sm80BwdOptions o) {
+  o.dq_frag_order = true;
+  o.dq_red_v4 = true;
   return o;
 }
 constexpr Sm80BwdOptions with_stat_regs(Sm80BwdOptions o) {
@@ -102,6 +108,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64Causal)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD64Causal, true)))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD64)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD64Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(kSm80BwdD64Causal))),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, false)),
@@ -128,6 +137,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128Causal)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD128, true)))),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD128)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD128Causal)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(kSm80BwdD128))),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -143,6 +155,7 @@ std::span<const BwdCandidate> bwd_candidates() {
       // D=256: the shipped one first.
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
       FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD256)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD256)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 4, .double_buffer = false}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 2,

@@ -70,6 +70,9 @@ struct Sm80BwdOptions {
   // L1 faster and hold their source registers less long. The postprocess reads it back through
   // the same map (bwd/prepost.h *_frag).
   bool dq_frag_order = false;
+  // With dq_frag_order: each lane adds the pair of n8 tiles it holds for a row half as one
+  // red.v4 (sm_90+), half the red instructions, each warp's covering 512 contiguous bytes.
+  bool dq_red_v4 = false;
   // Plain kernels: a query slice's lse / dsum pairs read from shared memory once into registers
   // for all its m16 key tiles, not once per tile (FlashAttention-2 keeps them in registers).
   bool stat_regs = false;
@@ -101,6 +104,10 @@ struct Sm80BwdConfig {
   static constexpr bool kDqMid = O.dq_mid;
   static constexpr bool kReleaseAfterDq = O.release_after_dq;
   static constexpr bool kDqFragOrder = O.dq_frag_order;
+  static constexpr bool kDqRedV4 = O.dq_red_v4;
+  static constexpr int kDqVec = kDqRedV4 ? 2 : 1;  // n8 tiles per red instruction
+  // kDqFragOrder: floats between the four column pairs of a row's 8 columns (dq_frag_offset).
+  static constexpr int kDqPairStride = kDqRedV4 ? 4 : 2;
   static constexpr bool kStatRegs = O.stat_regs;
   static constexpr bool kLateQLoad = O.late_q_load;
   static constexpr int kThreads = kWarps * 32;
@@ -128,16 +135,18 @@ struct Sm80BwdConfig {
   static constexpr int kDqWarpRows = kDqRowTiles * 16;
 
   // kDqFragOrder: where row r, columns c..c+7 (c a multiple of 8) of a query block's kBlockM x
-  // kHeadDim dQ accumulator sit, as a float offset from the block's start. The block holds the
-  // warps' dQ tiles in warp order (warp = column tile * kDqWarpsM + row tile, as the kernel
-  // assigns them), each tile its red instructions in issue order (pass, m16 row tile, row half,
-  // n8 tile), each instruction 32 lanes x 2 floats: lane 4 * (r % 8) + j holds columns c + 2j,
-  // c + 2j + 1, so a row's 8 columns are 8 contiguous floats. Host and device (constexpr).
+  // kHeadDim dQ accumulator sit, as a float offset from the block's start; columns c + 2j and
+  // c + 2j + 1 are at + j * kDqPairStride and one after. The block holds the warps' dQ tiles in
+  // warp order (warp = column tile * kDqWarpsM + row tile, as the kernel assigns them), each tile
+  // its red instructions in issue order (pass, m16 row tile, row half, n8 tile or pair of them
+  // under kDqRedV4), each instruction 32 lanes x 2 (4) floats: lane 4 * (r % 8) + j holds the
+  // pair j of the row's (two) n8 tile(s). Host and device (constexpr).
   static constexpr int dq_frag_offset(int r, int c) {
     const int tile = (c / kDqCols) * kDqWarpsM + r / kDqWarpRows;
     const int rr = r % kDqWarpRows, cc = c % kDqCols, pass_cols = kDqCols / kDqPasses;
-    const int instr = (((cc / pass_cols) * kDqRowTiles + rr / 16) * 2 + (rr / 8) % 2) * kNTdq + (cc % pass_cols) / 8;
-    return tile * kDqWarpRows * kDqCols + instr * 64 + (rr % 8) * 8;
+    const int nt = (cc % pass_cols) / 8;
+    const int instr = (((cc / pass_cols) * kDqRowTiles + rr / 16) * 2 + (rr / 8) % 2) * (kNTdq / kDqVec) + nt / kDqVec;
+    return tile * kDqWarpRows * kDqCols + instr * 64 * kDqVec + (rr % 8) * 8 * kDqVec + (nt % kDqVec) * 2;
   }
 
   static constexpr int kStages = kDoubleBuffer ? 2 : 1;
@@ -166,6 +175,7 @@ struct Sm80BwdConfig {
   static_assert(!kDqFirst || kDoubleBuffer, "dq_first reorders the double-buffered loop only");
   static_assert(!kDqMid || (kDoubleBuffer && !kDqFirst), "dq_mid: the double-buffered loop, without dq_first");
   static_assert(!kLateQLoad || kDoubleBuffer, "late_q_load moves the double buffer's load");
+  static_assert(!kDqRedV4 || (kDqFragOrder && kNTdq % 2 == 0), "dq_red_v4: the warp-ordered accumulator, tile pairs");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 

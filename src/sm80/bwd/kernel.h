@@ -492,21 +492,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // never reads, so their adds may land. kDqFragOrder: the block's accumulator in the
           // warps' order (config.h dq_frag_offset): this warp's tile, this pass's instructions,
           // 32 lanes x 2 floats each.
-          constexpr int kPassFloats = kDqRT * 2 * kNTdq * 64;
+          // kDqRedV4: one red.v4 per pair of n8 tiles, 4 floats a lane.
+          constexpr int kPassFloats = kDqRT * 2 * kNTdq * 64, kVec = Cfg::kDqVec;
           float* lane_acc =
               Cfg::kDqFragOrder
                   ? p.dq_accum + (stat_base(h) + m0) * kD + warp * (Cfg::kDqWarpRows * Cfg::kDqCols) +
-                        (dq_c0 - dq_col0) / (Cfg::kDqCols / Cfg::kDqPasses) * kPassFloats + 2 * lane
+                        (dq_c0 - dq_col0) / (Cfg::kDqCols / Cfg::kDqPasses) * kPassFloats + 2 * kVec * lane
                   : p.dq_accum + (stat_base(h) + m0 + dq_row0 + (lane >> 2)) * kD + dq_c0 + 2 * (lane & 3);
 #pragma unroll
           for (int rt = 0; rt < kDqRT; ++rt)
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-              for (int nt = 0; nt < kNTdq; ++nt)
-                arch::red_add_f32x2(lane_acc + (Cfg::kDqFragOrder ? ((rt * 2 + hh) * kNTdq + nt) * 64
-                                                                  : (rt * 16 + 8 * hh) * kD + nt * 8),
-                                    rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]);
+              for (int nt = 0; nt < kNTdq; nt += kVec) {
+                float* dst = lane_acc + (Cfg::kDqFragOrder ? ((rt * 2 + hh) * kNTdq + nt) * 64
+                                                           : (rt * 16 + 8 * hh) * kD + nt * 8);
+                if constexpr (Cfg::kDqRedV4)
+                  arch::red_add_f32x4(dst, rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1], rdQ[rt][nt + 1][2 * hh],
+                                      rdQ[rt][nt + 1][2 * hh + 1]);
+                else
+                  arch::red_add_f32x2(dst, rdQ[rt][nt][2 * hh], rdQ[rt][nt][2 * hh + 1]);
+              }
         } else {
           float* acc = p.dq_accum + (stat_base(h) + m0) * kD;
 #pragma unroll

@@ -68,6 +68,24 @@ __device__ __forceinline__ void store_dq8(const float* src_f, float scale, Elem*
   *reinterpret_cast<uint4*>(dst) = out;
 }
 
+// The same from four float2 column pairs kStride floats apart (config.h kDqPairStride); 2 is
+// store_dq8's contiguous layout.
+template <class Elem, int kStride>
+__device__ __forceinline__ void store_dq8_pairs(const float* src, float scale, Elem* dst) {
+  if constexpr (kStride == 2) {
+    store_dq8(src, scale, dst);
+  } else {
+    constexpr bool kBf16 = std::is_same_v<Elem, __nv_bfloat16>;
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 x = *reinterpret_cast<const float2*>(src + j * kStride);
+      w[j] = arch::pack_f32x2<kBf16>(x.x * scale, x.y * scale);
+    }
+    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 template <class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, m) over sq_pad
@@ -93,7 +111,7 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs 
 
 // One thread per 8 columns of one row below sq: two float4 reads, one 16-B store. at(bh, m, c):
 // where row m, columns c.. of (batch, head) bh sit in the accumulator.
-template <class Elem, class At>
+template <class Elem, class At, int kPairStride = 2>
 __device__ __forceinline__ void postprocess_rows(const Sm80BwdPostArgs& a, At at) {
   const int chunks = a.d / 8;
   const int64_t total = static_cast<int64_t>(a.b) * a.hq * a.sq * chunks;
@@ -104,7 +122,7 @@ __device__ __forceinline__ void postprocess_rows(const Sm80BwdPostArgs& a, At at
     const int m = static_cast<int>(row % a.sq);
     const int64_t bh = row / a.sq;
     const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
-    store_dq8(at(bh, m, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
+    store_dq8_pairs<Elem, kPairStride>(at(bh, m, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(b, m, h) + c);
   }
 }
 
@@ -119,9 +137,10 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess(const Sm80BwdPostArg
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess_frag(const Sm80BwdPostArgs a) {
   constexpr int kBM = Cfg::kBlockM;
-  postprocess_rows<Elem>(a, [&](int64_t bh, int m, int c) {
+  auto at = [&](int64_t bh, int m, int c) {
     return a.dq_accum + ((bh * a.sq_pad + m / kBM * kBM) * Cfg::kHeadDim + Cfg::dq_frag_offset(m % kBM, c));
-  });
+  };
+  postprocess_rows<Elem, decltype(at), Cfg::kDqPairStride>(a, at);
 }
 
 // ---- Varlen (Sm80BwdVarlenArgs): the same two kernels over the padded packed scratch ----
@@ -165,7 +184,7 @@ __global__ void __launch_bounds__(256) sm80_bwd_preprocess_varlen(const Sm80BwdV
 // Postprocess: the block's rows inside its sequence, 8 columns per thread, into the packed dq;
 // rows outside every sequence are never written. at(r, c): where the block's row r, columns c..
 // sit in the accumulator.
-template <int kBlockM, class Elem, class At>
+template <int kBlockM, class Elem, class At, int kPairStride = 2>
 __device__ __forceinline__ void postprocess_varlen_rows(const Sm80BwdVarlenPrepostArgs& a, At at) {
   const int64_t chunk = blockIdx.x;
   const int h = static_cast<int>(chunk / a.num_blocks);
@@ -178,7 +197,7 @@ __device__ __forceinline__ void postprocess_varlen_rows(const Sm80BwdVarlenPrepo
   for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
     const int r = i / chunks, c = (i - r * chunks) * 8;
     const int64_t q = static_cast<int64_t>(seq.start) + mb * kBlockM + r;
-    store_dq8(at(r, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
+    store_dq8_pairs<Elem, kPairStride>(at(r, c), a.scale, static_cast<Elem*>(a.dq.ptr) + a.dq.offset(0, q, h) + c);
   }
 }
 
@@ -193,9 +212,10 @@ __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen(const Sm80Bwd
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(256) sm80_bwd_postprocess_varlen_frag(const Sm80BwdVarlenPrepostArgs a) {
   const int64_t chunk = blockIdx.x;
-  postprocess_varlen_rows<Cfg::kBlockM, Elem>(a, [&](int r, int c) {
+  auto at = [&](int r, int c) {
     return a.dq_accum + (chunk * Cfg::kBlockM * Cfg::kHeadDim + Cfg::dq_frag_offset(r, c));
-  });
+  };
+  postprocess_varlen_rows<Cfg::kBlockM, Elem, decltype(at), Cfg::kDqPairStride>(a, at);
 }
 
 }  // namespace flashattn::sm80
