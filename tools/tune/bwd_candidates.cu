@@ -66,11 +66,31 @@ constexpr Sm80BwdOptions with_late_q_load(Sm80BwdOptions o) {
   o.late_q_load = true;
   return o;
 }
-constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o, bool frag_order = false) {
+constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o) {
   o.dq_mid = true;
-  o.dq_frag_order = frag_order;
   return o;
 }
+
+// Session 30's options (config.h: dq_frag_order, dq_mid, stat_regs, late_q_load, dq_red_v4) on
+// one head dim's kernels: PLAIN the shipped non-causal kernel, FL its tile with full-block loads,
+// CAUSAL the shipped causal kernel, DQF a dq_first kernel, BASE the kernel the combinations build on.
+#define FLASHATTN_SM80_BWD_SESSION30_VARIANTS(PLAIN, FL, CAUSAL, DQF, BASE)                              \
+  FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(PLAIN)),                                              \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(CAUSAL)),                                         \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(DQF)),                                            \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(FL)),                                                    \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(CAUSAL)),                                                \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_dq_mid(FL))),                                \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_dq_mid(CAUSAL))),                            \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(PLAIN)),                                              \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(CAUSAL)),                                             \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_frag_order(with_dq_mid(BASE)))),              \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(PLAIN)),                                            \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(CAUSAL)),                                           \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_frag_order(with_dq_mid(BASE))))), \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(PLAIN)),                                                 \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(CAUSAL)),                                                \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(BASE)))
 
 std::span<const BwdCandidate> bwd_candidates() {
   static const BwdCandidate k[] = {
@@ -95,22 +115,8 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, true, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, false, false, false, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD64, true, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD64)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD64Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_loop_options(kSm80BwdD64, true, true, true))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(with_loop_options(kSm80BwdD64, true, false))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD64Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(with_loop_options(kSm80BwdD64, true, false), true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD64Causal, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD64)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD64Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_mid(kSm80BwdD64Causal, true))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD64Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD64Causal, true)))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD64)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD64Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(kSm80BwdD64Causal))),
+      FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kSm80BwdD64, with_loop_options(kSm80BwdD64, true, false), kSm80BwdD64Causal,
+                                            with_loop_options(kSm80BwdD64, true, true, true), kSm80BwdD64Causal),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, false, false)),
@@ -124,22 +130,8 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, true, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, false, false, true)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kSm80BwdD128, true, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD128)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD128Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_loop_options(kSm80BwdD128, true, false, true))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(kSm80BwdD128Causal, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD128)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(kSm80BwdD128Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_mid(kSm80BwdD128, true))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(kSm80BwdD128Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_mid(kSm80BwdD128, true)))),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD128)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD128Causal)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(kSm80BwdD128))),
+      FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kSm80BwdD128, kSm80BwdD128, kSm80BwdD128Causal,
+                                            with_loop_options(kSm80BwdD128, true, false, true), kSm80BwdD128),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
