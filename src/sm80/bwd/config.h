@@ -179,12 +179,7 @@ struct Sm80BwdConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 
-// The kernels the library ships (one tile per head dim; every d, d_v up to it runs on it with
-// zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2) and, for the loop
-// options, the tuner (session 30): the causal kernels of D=64 / D=128 take the mask branch and
-// full-block loads, the non-causal D=128 one the full-block loads alone, the non-causal D=64 one
-// neither (each was the fastest of its mask at every S measured). Their shared memory fits an
-// A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
+// Option setters for the shipped configurations below and the tuner's candidates (tools/tune).
 constexpr Sm80BwdOptions with_loop_options(Sm80BwdOptions o, bool full_block_loads, bool mask_branch,
                                            bool dq_first = false, bool release_after_dq = false) {
   o.full_block_loads = full_block_loads;
@@ -193,18 +188,46 @@ constexpr Sm80BwdOptions with_loop_options(Sm80BwdOptions o, bool full_block_loa
   o.release_after_dq = release_after_dq;
   return o;
 }
-inline constexpr Sm80BwdOptions kSm80BwdD64{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
-                                            .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
-inline constexpr Sm80BwdOptions kSm80BwdD64Causal = with_loop_options(kSm80BwdD64, true, true);
-inline constexpr Sm80BwdOptions kSm80BwdD128{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
-                                             .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
-                                             .full_block_loads = true};
-inline constexpr Sm80BwdOptions kSm80BwdD128Causal = with_loop_options(kSm80BwdD128, true, true);
-// The varlen twins (bwd/instantiations/bwd_d*_varlen.cu) keep the tiles without loop options,
-// both masks: the tuner's gate runs dense calls only, and no GPU run has tested the options on
-// packed batches yet (docs/VERSIONS.md, sm80 part, session 30).
-inline constexpr Sm80BwdOptions kSm80BwdD64Varlen = kSm80BwdD64;
-inline constexpr Sm80BwdOptions kSm80BwdD128Varlen = with_loop_options(kSm80BwdD128, false, false);
+constexpr Sm80BwdOptions with_dq_frag_order(Sm80BwdOptions o) {
+  o.dq_frag_order = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_red_v4(Sm80BwdOptions o) {
+  o.dq_frag_order = true;
+  o.dq_red_v4 = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_stat_regs(Sm80BwdOptions o) {
+  o.stat_regs = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_late_q_load(Sm80BwdOptions o) {
+  o.late_q_load = true;
+  return o;
+}
+constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o) {
+  o.dq_mid = true;
+  return o;
+}
+
+// The tiles the library ships (one per head dim; every d, d_v up to it runs on it with
+// zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2), here without
+// loop options: the tuner's reference (tools/tune/bwd_candidates.cu). Their shared memory fits an
+// A100's 164 KB: D=256 keeps one Q / dO stage (two were slower on the H200 too).
+inline constexpr Sm80BwdOptions kSm80BwdD64Tile{.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8,
+                                                .sdp_key_warps = 2, .dkv_key_warps = 4, .dq_row_warps = 4};
+inline constexpr Sm80BwdOptions kSm80BwdD128Tile{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
+                                                 .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2};
+// The shipped kernels per mask, each the tuner's fastest at every S it measured in plain mode
+// (docs/VERSIONS.md, sm80 part, session 31): all four add into dQ in the warps' order
+// (dq_frag_order) and load full query blocks without row tests; the causal ones and the
+// non-causal D=64 one branch around the mask; the non-causal D=64 one also computes dQ between
+// dV and dK (dq_mid) and keeps lse / dsum in registers (stat_regs).
+inline constexpr Sm80BwdOptions kSm80BwdD64 =
+    with_stat_regs(with_dq_frag_order(with_dq_mid(with_loop_options(kSm80BwdD64Tile, true, true))));
+inline constexpr Sm80BwdOptions kSm80BwdD64Causal = with_dq_frag_order(with_loop_options(kSm80BwdD64Tile, true, true));
+inline constexpr Sm80BwdOptions kSm80BwdD128 = with_dq_frag_order(with_loop_options(kSm80BwdD128Tile, true, false));
+inline constexpr Sm80BwdOptions kSm80BwdD128Causal = with_dq_frag_order(with_loop_options(kSm80BwdD128Tile, true, true));
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};
