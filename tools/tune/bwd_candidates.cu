@@ -49,26 +49,32 @@ std::string BwdCandidate::name() const {
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
-// Session 30's options (config.h: dq_frag_order, dq_mid, stat_regs, late_q_load, dq_red_v4) on
-// one head dim's kernels: PLAIN session 30's non-causal kernel, FL its tile with full-block loads,
-// CAUSAL session 30's causal kernel, DQF a dq_first kernel, BASE the kernel the combinations build on.
-#define FLASHATTN_SM80_BWD_SESSION30_VARIANTS(PLAIN, FL, CAUSAL, DQF, BASE)                              \
-  FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(PLAIN)),                                              \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(CAUSAL)),                                         \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(DQF)),                                            \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(FL)),                                                    \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_mid(CAUSAL)),                                                \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_dq_mid(FL))),                                \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(with_dq_mid(CAUSAL))),                            \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(PLAIN)),                                              \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(CAUSAL)),                                             \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_stat_regs(with_dq_frag_order(with_dq_mid(BASE)))),              \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(PLAIN)),                                            \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(CAUSAL)),                                           \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_late_q_load(with_stat_regs(with_dq_frag_order(with_dq_mid(BASE))))), \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(PLAIN)),                                                 \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(CAUSAL)),                                                \
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(with_dq_mid(BASE)))
+// Session 30's options (config.h: dq_frag_order, dq_red_v4, dq_mid, stat_regs, late_q_load), as
+// with_flags arguments, on one head dim's kernels: PLAIN session 30's non-causal kernel, FL its
+// tile with full-block loads, CAUSAL session 30's causal kernel, DQF a dq_first kernel, BASE the
+// kernel the combinations build on.
+constexpr auto kDqo = &BwdOpt::dq_frag_order;
+constexpr auto kV4 = &BwdOpt::dq_red_v4;
+constexpr auto kDqm = &BwdOpt::dq_mid;
+constexpr auto kSr = &BwdOpt::stat_regs;
+constexpr auto kLq = &BwdOpt::late_q_load;
+#define FLASHATTN_SM80_BWD_SESSION30_VARIANTS(PLAIN, FL, CAUSAL, DQF, BASE)                  \
+  FLASHATTN_SM80_BWD_CANDIDATE(with_flags(PLAIN, kDqo)),                                    \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kDqo)),                               \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(DQF, kDqo)),                                  \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(FL, kDqm)),                                   \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kDqm)),                               \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(FL, kDqm, kDqo)),                             \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kDqm, kDqo)),                         \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(PLAIN, kSr)),                                 \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kSr)),                                \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(BASE, kDqm, kDqo, kSr)),                      \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(PLAIN, kLq)),                                 \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kLq)),                                \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(BASE, kDqm, kDqo, kSr, kLq)),                 \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(PLAIN, kDqo, kV4)),                           \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kDqo, kV4)),                          \
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(BASE, kDqm, kDqo, kV4))
 
 // The candidates build on the optionless tiles (config.h kSm80BwdD64Tile / kSm80BwdD128Tile) and
 // on session 30's shipped kernels, spelled out here so the list keeps its entries as the shipped
@@ -133,8 +139,8 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 2, .dq_row_warps = 4, .sdp_slices = 2, .double_buffer = false}),
       // D=256: the shipped one first.
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_dq_frag_order(kSm80BwdD256)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_red_v4(kSm80BwdD256)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256, kDqo)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256, kDqo, kV4)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 4, .double_buffer = false}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 2,

@@ -188,27 +188,14 @@ constexpr Sm80BwdOptions with_loop_options(Sm80BwdOptions o, bool full_block_loa
   o.release_after_dq = release_after_dq;
   return o;
 }
-constexpr Sm80BwdOptions with_dq_frag_order(Sm80BwdOptions o) {
-  o.dq_frag_order = true;
+// Turns on the given flags, pointers to bool members of Sm80BwdOptions (dq_red_v4 needs
+// dq_frag_order as well, the static_assert above checks it).
+template <class... Flags>
+constexpr Sm80BwdOptions with_flags(Sm80BwdOptions o, Flags... flags) {
+  ((o.*flags = true), ...);
   return o;
 }
-constexpr Sm80BwdOptions with_red_v4(Sm80BwdOptions o) {
-  o.dq_frag_order = true;
-  o.dq_red_v4 = true;
-  return o;
-}
-constexpr Sm80BwdOptions with_stat_regs(Sm80BwdOptions o) {
-  o.stat_regs = true;
-  return o;
-}
-constexpr Sm80BwdOptions with_late_q_load(Sm80BwdOptions o) {
-  o.late_q_load = true;
-  return o;
-}
-constexpr Sm80BwdOptions with_dq_mid(Sm80BwdOptions o) {
-  o.dq_mid = true;
-  return o;
-}
+using BwdOpt = Sm80BwdOptions;
 
 // The tiles the library ships (one per head dim; every d, d_v up to it runs on it with
 // zero-filled columns), chosen by the A/B of docs/VERSIONS.md (sm80 backward S2), here without
@@ -224,10 +211,14 @@ inline constexpr Sm80BwdOptions kSm80BwdD128Tile{.head_dim = 128, .block_m = 64,
 // non-causal D=64 one branch around the mask; the non-causal D=64 one also computes dQ between
 // dV and dK (dq_mid) and keeps lse / dsum in registers (stat_regs).
 inline constexpr Sm80BwdOptions kSm80BwdD64 =
-    with_stat_regs(with_dq_frag_order(with_dq_mid(with_loop_options(kSm80BwdD64Tile, true, true))));
-inline constexpr Sm80BwdOptions kSm80BwdD64Causal = with_dq_frag_order(with_loop_options(kSm80BwdD64Tile, true, true));
-inline constexpr Sm80BwdOptions kSm80BwdD128 = with_dq_frag_order(with_loop_options(kSm80BwdD128Tile, true, false));
-inline constexpr Sm80BwdOptions kSm80BwdD128Causal = with_dq_frag_order(with_loop_options(kSm80BwdD128Tile, true, true));
+    with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_mid,
+               &BwdOpt::dq_frag_order, &BwdOpt::stat_regs);
+inline constexpr Sm80BwdOptions kSm80BwdD64Causal =
+    with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order);
+inline constexpr Sm80BwdOptions kSm80BwdD128 =
+    with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::dq_frag_order);
+inline constexpr Sm80BwdOptions kSm80BwdD128Causal =
+    with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order);
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                              .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                              .dq_passes = 2, .double_buffer = false};
