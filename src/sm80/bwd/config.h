@@ -219,10 +219,16 @@ inline constexpr Sm80BwdOptions kSm80BwdD128 =
     with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::dq_frag_order);
 inline constexpr Sm80BwdOptions kSm80BwdD128Causal =
     with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order);
+// The varlen twins (bwd/instantiations/bwd_d*_varlen.cu) keep the tiles without loop options,
+// both masks: the tuner's gate runs dense calls only, and no GPU run has tested the options (nor
+// the warp-ordered dQ's varlen postprocess) on packed batches yet (docs/VERSIONS.md, sm80 part,
+// sessions 30-31).
+inline constexpr Sm80BwdOptions kSm80BwdD64Varlen = kSm80BwdD64Tile;
+inline constexpr Sm80BwdOptions kSm80BwdD128Varlen = kSm80BwdD128Tile;
 // D=64 non-causal on sm_80..sm_89 parts (A100, A30, A10, L4, L40, RTX 30 / 40): the optionless
 // tile. kSm80BwdD64's sm_80 code spills 52 B per thread where the tile's spills none (ptxas 13.0),
 // and no Ampere or Ada part was lent to measure which is faster there; the sm_90 code (0 B both)
-// is what the tuner measured. The instantiation units pick by the device (sm80_bwd_d64_tuned).
+// is what the tuner measured. bwd_d64.cu picks by the device (sm80_bwd_d64_tuned).
 inline constexpr Sm80BwdOptions kSm80BwdD64Sm8x = kSm80BwdD64Tile;
 constexpr bool sm80_bwd_d64_tuned(int sm) { return sm >= 90; }
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
