@@ -209,7 +209,8 @@ inline constexpr Sm80BwdOptions kSm80BwdD128Tile{.head_dim = 128, .block_m = 64,
 // (docs/VERSIONS.md, sm80 part, session 31): all four add into dQ in the warps' order
 // (dq_frag_order) and load full query blocks without row tests; the causal ones and the
 // non-causal D=64 one branch around the mask; the non-causal D=64 one also computes dQ between
-// dV and dK (dq_mid) and keeps lse / dsum in registers (stat_regs).
+// dV and dK (dq_mid) and keeps lse / dsum in registers (stat_regs), on sm_90+ only (below:
+// kSm80BwdD64Sm8x).
 inline constexpr Sm80BwdOptions kSm80BwdD64 =
     with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_mid,
                &BwdOpt::dq_frag_order, &BwdOpt::stat_regs);
