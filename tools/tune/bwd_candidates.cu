@@ -110,6 +110,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, true, false, true)),
       FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kT64, with_loop_options(kT64, true, false), kT64Causal,
                                             with_loop_options(kT64, true, true, true), kT64Causal),
+      // Session 31: stat_regs on the dq_frag_order winners (it gained 2% on D=128 causal's fl + mb).
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqo, kSr)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqm, kDqo, kV4, kSr)),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, false, false)),
@@ -125,6 +128,8 @@ std::span<const BwdCandidate> bwd_candidates() {
       FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, true, false, true)),
       FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kT128, kT128, kT128Causal,
                                             with_loop_options(kT128, true, false, true), kT128),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kDqo, kSr)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128Causal, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
