@@ -49,10 +49,14 @@ std::string BwdCandidate::name() const {
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
-// Session 30's options (config.h: dq_frag_order, dq_red_v4, dq_mid, stat_regs, late_q_load), as
-// with_flags arguments, on one head dim's kernels: PLAIN session 30's non-causal kernel, FL its
-// tile with full-block loads, CAUSAL session 30's causal kernel, DQF a dq_first kernel, BASE the
-// kernel the combinations build on.
+// The loop options (config.h Sm80BwdOptions) as with_flags arguments. The macro lists session
+// 30's options (dq_frag_order, dq_red_v4, dq_mid, stat_regs, late_q_load) on one head dim's
+// kernels: PLAIN session 30's non-causal kernel, FL its tile with full-block loads, CAUSAL session
+// 30's causal kernel, DQF a dq_first kernel, BASE the kernel the combinations build on.
+constexpr auto kFl = &BwdOpt::full_block_loads;
+constexpr auto kMb = &BwdOpt::mask_branch;
+constexpr auto kDqf = &BwdOpt::dq_first;
+constexpr auto kRad = &BwdOpt::release_after_dq;
 constexpr auto kDqo = &BwdOpt::dq_frag_order;
 constexpr auto kV4 = &BwdOpt::dq_red_v4;
 constexpr auto kDqm = &BwdOpt::dq_mid;
@@ -81,14 +85,14 @@ constexpr auto kLq = &BwdOpt::late_q_load;
 // picks move: D=64 causal and D=128 causal with full-block loads + mask branch, D=128 non-causal
 // with full-block loads.
 constexpr Sm80BwdOptions kT64 = kSm80BwdD64Tile;
-constexpr Sm80BwdOptions kT64Causal = with_loop_options(kSm80BwdD64Tile, true, true);
-constexpr Sm80BwdOptions kT128 = with_loop_options(kSm80BwdD128Tile, true, false);
-constexpr Sm80BwdOptions kT128Causal = with_loop_options(kSm80BwdD128Tile, true, true);
+constexpr Sm80BwdOptions kT64Causal = with_flags(kT64, kFl, kMb);
+constexpr Sm80BwdOptions kT128 = with_flags(kSm80BwdD128Tile, kFl);
+constexpr Sm80BwdOptions kT128Causal = with_flags(kT128, kMb);
 
 std::span<const BwdCandidate> bwd_candidates() {
   static const BwdCandidate k[] = {
       // D=64: the shipped tile without loop options first (tools/tune/bwd_rel.py's reference),
-      // other tiles, then the shipped tile with loop options (config.h with_loop_options; the
+      // other tiles, then the shipped tile with loop options (config.h with_flags; the
       // shipped causal kernel is the full-block-loads + mask-branch one).
       FLASHATTN_SM80_BWD_CANDIDATE(kT64),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -101,33 +105,33 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 64, .block_m = 128, .block_n = 64, .warps = 8, .sdp_key_warps = 2,
                                     .dkv_key_warps = 4, .dq_row_warps = 4}),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, false)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, true, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, false, false, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT64, true, true, false, true)),
-      FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kT64, with_loop_options(kT64, true, false), kT64Causal,
-                                            with_loop_options(kT64, true, true, true), kT64Causal),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl, kMb)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl, kDqf)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl, kMb, kDqf)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl, kMb, kDqf, kRad)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kRad)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64, kFl, kMb, kRad)),
+      FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kT64, with_flags(kT64, kFl), kT64Causal,
+                                            with_flags(kT64, kFl, kMb, kDqf), kT64Causal),
       // Session 31: stat_regs on the dq_frag_order winners (it gained 2% on D=128 causal's fl + mb).
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqm, kDqo, kV4, kSr)),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, false, false)),
+      FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD128Tile),
       FLASHATTN_SM80_BWD_CANDIDATE(kT128),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .sdp_slices = 2, .full_block_loads = true}),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, false, true, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, false, false, true)),
-      FLASHATTN_SM80_BWD_CANDIDATE(with_loop_options(kT128, true, true, false, true)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kMb)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD128Tile, kMb)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kMb, kDqf)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kDqf)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kDqf, kRad)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kRad)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kMb, kRad)),
       FLASHATTN_SM80_BWD_SESSION30_VARIANTS(kT128, kT128, kT128Causal,
-                                            with_loop_options(kT128, true, false, true), kT128),
+                                            with_flags(kT128, kDqf), kT128),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128Causal, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,

@@ -179,17 +179,9 @@ struct Sm80BwdConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
 };
 
-// Option setters for the shipped configurations below and the tuner's candidates (tools/tune).
-constexpr Sm80BwdOptions with_loop_options(Sm80BwdOptions o, bool full_block_loads, bool mask_branch,
-                                           bool dq_first = false, bool release_after_dq = false) {
-  o.full_block_loads = full_block_loads;
-  o.mask_branch = mask_branch;
-  o.dq_first = dq_first;
-  o.release_after_dq = release_after_dq;
-  return o;
-}
-// Turns on the given flags, pointers to bool members of Sm80BwdOptions (dq_red_v4 needs
-// dq_frag_order as well, the static_assert above checks it).
+// The shipped configurations below and the tuner's candidates (tools/tune) turn options on by
+// name: with_flags(o, &BwdOpt::flag...) sets the given bool members of Sm80BwdOptions (dq_red_v4
+// needs dq_frag_order as well, the static_assert above checks it).
 template <class... Flags>
 constexpr Sm80BwdOptions with_flags(Sm80BwdOptions o, Flags... flags) {
   ((o.*flags = true), ...);

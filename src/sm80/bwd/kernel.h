@@ -555,7 +555,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // 2 after 3 under kDqFirst (dK alone under kDqMid): the code above, written twice rather
       // than as one lambda called in either place, which renumbered the default kernels'
       // accumulators (PTX not identical).
-      if constexpr (Cfg::kDqFirst || Cfg::kDqMid) {  // kDqMid: dK alone here
+      if constexpr (Cfg::kDqFirst || Cfg::kDqMid) {
 #pragma unroll
         for (int kq = 0; kq < kBM / 16; ++kq) {
           uint32_t aP[kDkvMT][4], aDs[kDkvMT][4];
