@@ -212,16 +212,23 @@ inline constexpr Sm80BwdOptions kSm80BwdD128 =
     with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::dq_frag_order);
 inline constexpr Sm80BwdOptions kSm80BwdD128Causal =
     with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order);
-// The varlen twins (bwd/instantiations/bwd_d*_varlen.cu) keep the tiles without loop options,
-// both masks: the tuner's gate runs dense calls only, and no GPU run has tested the options (nor
-// the warp-ordered dQ's varlen postprocess) on packed batches yet (docs/VERSIONS.md, sm80 part,
-// sessions 30-31).
-inline constexpr Sm80BwdOptions kSm80BwdD64Varlen = kSm80BwdD64Tile;
-inline constexpr Sm80BwdOptions kSm80BwdD128Varlen = kSm80BwdD128Tile;
+// Deterministic calls (dQ added in a fixed order per query block) take their own kernel where the
+// tuner measured one faster in that mode (docs/VERSIONS.md, sm80 part, session 31): dq_first
+// there moves the block's turn release earlier, and at D=128 non-causal dq_mid + stat_regs win.
+// D=64 non-causal's plain kernel was also the deterministic mode's fastest.
+inline constexpr Sm80BwdOptions kSm80BwdD64CausalDet =
+    with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_first,
+               &BwdOpt::dq_frag_order);
+inline constexpr Sm80BwdOptions kSm80BwdD128Det =
+    with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::dq_mid, &BwdOpt::dq_frag_order,
+               &BwdOpt::stat_regs);
+inline constexpr Sm80BwdOptions kSm80BwdD128CausalDet =
+    with_flags(kSm80BwdD128Tile, &BwdOpt::full_block_loads, &BwdOpt::dq_first, &BwdOpt::dq_frag_order);
 // D=64 non-causal on sm_80..sm_89 parts (A100, A30, A10, L4, L40, RTX 30 / 40): the optionless
 // tile. kSm80BwdD64's sm_80 code spills 52 B per thread where the tile's spills none (ptxas 13.0),
 // and no Ampere or Ada part was lent to measure which is faster there; the sm_90 code (0 B both)
-// is what the tuner measured. bwd_d64.cu picks by the device (sm80_bwd_d64_tuned).
+// is what the tuner measured. bwd_d64.cu and bwd_d64_varlen.cu pick by the device
+// (sm80_bwd_d64_tuned).
 inline constexpr Sm80BwdOptions kSm80BwdD64Sm8x = kSm80BwdD64Tile;
 constexpr bool sm80_bwd_d64_tuned(int sm) { return sm >= 90; }
 inline constexpr Sm80BwdOptions kSm80BwdD256{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,

@@ -29,7 +29,8 @@ enum class Sm80BwdTier {
 // full tier's kernels, feature kernels included (a full-tier device runs them too).
 inline constexpr int kSm80BwdFullSmem =
     std::max({Sm80BwdConfig<kSm80BwdD64>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Causal>::kSmemBytes,
-              Sm80BwdConfig<kSm80BwdD64Sm8x>::kSmemBytes,
+              Sm80BwdConfig<kSm80BwdD64Sm8x>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64CausalDet>::kSmemBytes,
+              Sm80BwdConfig<kSm80BwdD128Det>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128CausalDet>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD128>::kSmemBytes, Sm80BwdConfig<kSm80BwdD128Causal>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD256>::kSmemBytes, Sm80BwdConfig<kSm80BwdD64Feature>::kSmemBytes,
               Sm80BwdConfig<kSm80BwdD128Feature>::kSmemBytes, Sm80BwdConfig<kSm80BwdD256Feature>::kSmemBytes});

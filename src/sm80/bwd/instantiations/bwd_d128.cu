@@ -1,22 +1,35 @@
-// sm80 backward, head dim 128: the shipped configurations (bwd/config.h kSm80BwdD128 without a
-// mask, kSm80BwdD128Causal with the causal one), fp16 and bf16.
+// sm80 backward, head dim 128: the shipped configurations (bwd/config.h): kSm80BwdD128 without a
+// mask, kSm80BwdD128Causal with the causal one, kSm80BwdD128Det / kSm80BwdD128CausalDet for
+// deterministic calls, fp16 and bf16.
 #include "sm80/bwd/launch.h"
 
 namespace flashattn::sm80 {
+namespace {
 
 using BwdCfg128 = Sm80BwdConfig<kSm80BwdD128>;
 using BwdCfg128Causal = Sm80BwdConfig<kSm80BwdD128Causal>;
+using BwdCfg128Det = Sm80BwdConfig<kSm80BwdD128Det>;
+using BwdCfg128CausalDet = Sm80BwdConfig<kSm80BwdD128CausalDet>;
+
+template <class Elem>
+Status run128(const detail::BwdParams& p, cudaStream_t stream) {
+  if (p.causal)
+    return p.deterministic ? launch_bwd<BwdCfg128CausalDet, Elem, MaskKind::kCausal>(p, stream)
+                           : launch_bwd<BwdCfg128Causal, Elem, MaskKind::kCausal>(p, stream);
+  return p.deterministic ? launch_bwd<BwdCfg128Det, Elem, MaskKind::kNone>(p, stream)
+                         : launch_bwd<BwdCfg128, Elem, MaskKind::kNone>(p, stream);
+}
+
+}  // namespace
 
 template <>
 Status run_bwd<128, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg128Causal, __nv_bfloat16, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg128, __nv_bfloat16, MaskKind::kNone>(p, stream);
+  return run128<__nv_bfloat16>(p, stream);
 }
 
 template <>
 Status run_bwd<128, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg128Causal, __half, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg128, __half, MaskKind::kNone>(p, stream);
+  return run128<__half>(p, stream);
 }
 
 }  // namespace flashattn::sm80

@@ -1,6 +1,6 @@
-// sm80 backward, head dim 64: the shipped configurations (bwd/config.h kSm80BwdD64 without a
-// mask, kSm80BwdD64Sm8x in its place on sm_80..sm_89 devices, kSm80BwdD64Causal with the causal
-// mask), fp16 and bf16.
+// sm80 backward, head dim 64: the shipped configurations (bwd/config.h): kSm80BwdD64 without a
+// mask (kSm80BwdD64Sm8x in its place on sm_80..sm_89 devices), kSm80BwdD64Causal with the causal
+// one (kSm80BwdD64CausalDet for deterministic calls), fp16 and bf16.
 #include "common/device_info.h"
 #include "sm80/bwd/launch.h"
 
@@ -10,10 +10,13 @@ namespace {
 using BwdCfg64 = Sm80BwdConfig<kSm80BwdD64>;
 using BwdCfg64Sm8x = Sm80BwdConfig<kSm80BwdD64Sm8x>;
 using BwdCfg64Causal = Sm80BwdConfig<kSm80BwdD64Causal>;
+using BwdCfg64CausalDet = Sm80BwdConfig<kSm80BwdD64CausalDet>;
 
 template <class Elem>
 Status run64(const detail::BwdParams& p, cudaStream_t stream) {
-  if (p.causal) return launch_bwd<BwdCfg64Causal, Elem, MaskKind::kCausal>(p, stream);
+  if (p.causal)
+    return p.deterministic ? launch_bwd<BwdCfg64CausalDet, Elem, MaskKind::kCausal>(p, stream)
+                           : launch_bwd<BwdCfg64Causal, Elem, MaskKind::kCausal>(p, stream);
   detail::DeviceInfo dev;  // cached since dispatch's lookup
   if (Status st = detail::current_device_info(&dev); !st.ok()) return st;
   return sm80_bwd_d64_tuned(dev.sm()) ? launch_bwd<BwdCfg64, Elem, MaskKind::kNone>(p, stream)
