@@ -1,5 +1,5 @@
 // sm80 backward, head dim 256, sliding window / softcap / ALiBi: bwd/config.h kSm80BwdD256Feature
-// (the plain kSm80BwdD256) with the kLocal mask, fp16 and bf16. A translation
+// (the optionless tile kSm80BwdD256Tile) with the kLocal mask, fp16 and bf16. A translation
 // unit of its own, so the plain kernels' units compile as before.
 #include "sm80/bwd/launch.h"
 
