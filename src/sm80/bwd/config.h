@@ -200,12 +200,13 @@ inline constexpr Sm80BwdOptions kSm80BwdD128Tile{.head_dim = 128, .block_m = 64,
 // The shipped kernels per mask, each the tuner's fastest at every S it measured in plain mode
 // (docs/VERSIONS.md, sm80 part, session 31): all four add into dQ in the warps' order
 // (dq_frag_order) and load full query blocks without row tests; the causal ones and the
-// non-causal D=64 one branch around the mask; the non-causal D=64 one also keeps lse / dsum in
-// registers (stat_regs), on sm_90+ only (below: kSm80BwdD64Sm8x). Session 32's tuner measured it
-// the fastest in deterministic mode as well.
+// non-causal D=64 one branch around the mask; the non-causal D=64 one also computes dQ between
+// dV and dK (dq_mid) and keeps lse / dsum in registers (stat_regs), on sm_90+ only (below:
+// kSm80BwdD64Sm8x). (Session 32's tuner put the same without dq_mid 1% ahead in plain mode and
+// 2% behind in deterministic mode at 16k: not taken, docs/VERSIONS.md.)
 inline constexpr Sm80BwdOptions kSm80BwdD64 =
-    with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order,
-               &BwdOpt::stat_regs);
+    with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_mid,
+               &BwdOpt::dq_frag_order, &BwdOpt::stat_regs);
 inline constexpr Sm80BwdOptions kSm80BwdD64Causal =
     with_flags(kSm80BwdD64Tile, &BwdOpt::full_block_loads, &BwdOpt::mask_branch, &BwdOpt::dq_frag_order);
 inline constexpr Sm80BwdOptions kSm80BwdD128 =
@@ -234,9 +235,11 @@ constexpr bool sm80_bwd_d64_tuned(int sm) { return sm >= 90; }
 inline constexpr Sm80BwdOptions kSm80BwdD256Tile{.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8,
                                                  .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                                  .dq_passes = 2, .double_buffer = false};
-// D=256 adds into dQ in the warps' order: the tuner's fastest in both modes (session 32). Its
-// varlen twin takes it too; the feature kernel stays on the tile (below), where it was not measured.
+// D=256 adds into dQ in the warps' order: the tuner's fastest in both modes (session 32). The
+// varlen twin (kSm80BwdD256Varlen) and the feature kernel (below) stay on the tile: neither ran
+// with the option on a GPU.
 inline constexpr Sm80BwdOptions kSm80BwdD256 = with_flags(kSm80BwdD256Tile, &BwdOpt::dq_frag_order);
+inline constexpr Sm80BwdOptions kSm80BwdD256Varlen = kSm80BwdD256Tile;
 // The feature kernels (window / softcap / ALiBi, MaskKind::kLocal): the score pass (window,
 // tanh, ALiBi terms) needs registers the single-slice S^T tiles of D=64 / D=128 do not leave
 // (ptxas spills), so their S^T tiles are computed in two query slices; D=256 takes the plain

@@ -1,11 +1,11 @@
 // sm80 backward, head dim 256, varlen (packed) batches: the varlen twins (bwd/config.h
-// Sm80BwdVarlen) of the shipped configuration kSm80BwdD256, both mask kinds, and of the feature
+// Sm80BwdVarlen) of kSm80BwdD256Varlen (the optionless tile), both mask kinds, and of the feature
 // configuration kSm80BwdD256Feature with the kLocal mask (window / softcap / ALiBi), fp16 and bf16.
 #include "sm80/bwd/launch_varlen.h"
 
 namespace flashattn::sm80 {
 
-using BwdVarlenCfg256 = Sm80BwdVarlen<Sm80BwdConfig<kSm80BwdD256>>;
+using BwdVarlenCfg256 = Sm80BwdVarlen<Sm80BwdConfig<kSm80BwdD256Varlen>>;
 using BwdVarlenFeatureCfg256 = Sm80BwdVarlen<Sm80BwdConfig<kSm80BwdD256Feature>>;
 
 template <>
