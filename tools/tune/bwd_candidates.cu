@@ -46,6 +46,7 @@ std::string BwdCandidate::name() const {
   if (o.dq_red_v4) s += "v4";
   if (o.stat_regs) s += "_sr";
   if (o.late_q_load) s += "_lq";
+  if (o.smem_epilogue) s += "_ep";
   return s + (bf16 ? "_bf16" : "_fp16");
 }
 
@@ -62,6 +63,7 @@ constexpr auto kV4 = &BwdOpt::dq_red_v4;
 constexpr auto kDqm = &BwdOpt::dq_mid;
 constexpr auto kSr = &BwdOpt::stat_regs;
 constexpr auto kLq = &BwdOpt::late_q_load;
+constexpr auto kEp = &BwdOpt::smem_epilogue;
 #define FLASHATTN_SM80_BWD_SESSION30_VARIANTS(PLAIN, FL, CAUSAL, DQF, BASE)                  \
   FLASHATTN_SM80_BWD_CANDIDATE(with_flags(PLAIN, kDqo)),                                    \
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(CAUSAL, kDqo)),                               \
@@ -117,6 +119,9 @@ std::span<const BwdCandidate> bwd_candidates() {
       // Session 31: stat_regs on the dq_frag_order winners (it gained 2% on D=128 causal's fl + mb).
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT64Causal, kDqm, kDqo, kV4, kSr)),
+      // Session 32: the shipped kernels with dK / dV through shared memory.
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD64, kEp)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD64Causal, kEp)),
       // D=128: the shipped tile without loop options first, then the shipped non-causal
       // (kSm80BwdD128: full-block loads) and causal (+ mask branch) kernels among the variants.
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD128Tile),
@@ -134,6 +139,8 @@ std::span<const BwdCandidate> bwd_candidates() {
                                             with_flags(kT128, kDqf), kT128),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128, kDqo, kSr)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kT128Causal, kDqo, kSr)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD128, kEp)),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD128Causal, kEp)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
@@ -149,6 +156,7 @@ std::span<const BwdCandidate> bwd_candidates() {
       // D=256: the shipped one first.
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256Tile),
+      FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256, kEp)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256Tile, kDqo, kV4)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 2, .dq_passes = 4, .double_buffer = false}),

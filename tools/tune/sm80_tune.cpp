@@ -60,6 +60,7 @@ using tune::str;
 // --dims names.
 std::vector<int> g_dims = {64, 128, 192, 256};
 bool g_dims_given = false;
+std::vector<std::string> g_match;  // --match: bwd candidates by name (tune::run_bwd)
 bool in_dims(int d) { return std::find(g_dims.begin(), g_dims.end(), d) != g_dims.end(); }
 
 ElemType elem(DType d) { return d == DType::kBFloat16 ? ElemType::kBFloat16 : ElemType::kFloat16; }
@@ -358,8 +359,16 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--tune" && i + 1 < argc) tune = argv[++i];
+    else if (a == "--match" && i + 1 < argc) {
+      const std::string list = argv[++i];
+      for (std::size_t pos = 0; pos <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        if (comma > pos) g_match.push_back(list.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    }
     else {
-      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid] [--bwd] [--dims LIST]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check|--check-ablation] [--ablation] [--tune FILE] [--grid] [--bwd] [--dims LIST] [--match LIST]\n", argv[0]);
       return 2;
     }
   }
@@ -379,7 +388,7 @@ int main(int argc, char** argv) {
   if (ablation) rc |= run_ablation();
   if (!tune.empty()) rc |= run_tune(tune);
   if (grid) rc |= run_grid();
-  if (bwd) rc |= tune::run_bwd(g_dims);
+  if (bwd) rc |= tune::run_bwd(g_dims, g_match);
   std::fflush(stdout);
   return rc;
 }

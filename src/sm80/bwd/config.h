@@ -80,6 +80,12 @@ struct Sm80BwdOptions {
   // slice instead of at the loop top, where their address arithmetic and cp.asyncs come right
   // after the barrier (the loop top's stalls in session 29's profile, docs/VERSIONS.md).
   bool late_q_load = false;
+  // dK and dV written through shared memory (the K / V tiles' space, free after the loop) as
+  // whole 16-B chunks per thread, FlashAttention-2's epilogue, instead of 4-B stores straight from
+  // the MMA fragments (8 rows x 16 B per warp instruction, half of each 32-B sector). The bytes
+  // are the same at every S (B * S is fixed on the standard grid), the loop 8x shorter at 2k
+  // than at 16k: the short-S cost it targets.
+  bool smem_epilogue = false;
 
   constexpr bool operator==(const Sm80BwdOptions&) const = default;
 };
@@ -110,6 +116,7 @@ struct Sm80BwdConfig {
   static constexpr int kDqPairStride = kDqRedV4 ? 4 : 2;
   static constexpr bool kStatRegs = O.stat_regs;
   static constexpr bool kLateQLoad = O.late_q_load;
+  static constexpr bool kSmemEpilogue = O.smem_epilogue;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = kHeadDim / 8;
 
@@ -177,6 +184,7 @@ struct Sm80BwdConfig {
   static_assert(!kLateQLoad || kDoubleBuffer, "late_q_load moves the double buffer's load");
   static_assert(!kDqRedV4 || (kDqFragOrder && kNTdq % 2 == 0), "dq_red_v4: the warp-ordered accumulator, tile pairs");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget exceeded (227 KB)");
+  static_assert(kSmemV == kSmemK + kTileKV, "smem_epilogue stages dK over K's tile and dV over V's");
 };
 
 // The shipped configurations below and the tuner's candidates (tools/tune) turn options on by

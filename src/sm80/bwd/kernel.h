@@ -599,25 +599,59 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // dK = scale dS^T Q and dV, rows below sk and columns below d / d_v (a key no query sees: 0).
   Elem* dk = static_cast<Elem*>(p.dk) + batch_off(p.dk_sb, p.dk_ss, k_row0) + hk * p.dk_sh;
   Elem* dv = static_cast<Elem*>(p.dv) + batch_off(p.dv_sb, p.dv_ss, k_row0) + hk * p.dv_sh;
+  if constexpr (Cfg::kSmemEpilogue) {
+    // Fragments into the K / V tiles' space (same swizzled rows), then 16-B chunks out.
+    constexpr int kRowBytes = kD * 2;
+    arch::cp_async_wait<0>();
+    __syncthreads();  // every warp done with K and V
 #pragma unroll
-  for (int mt = 0; mt < kDkvMT; ++mt)
+    for (int mt = 0; mt < kDkvMT; ++mt)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int key = n0 + kv_key0 + mt * 16 + (lane >> 2) + 8 * hh;
-      if (key >= len_k()) continue;
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = kv_key0 + mt * 16 + (lane >> 2) + 8 * hh;
 #pragma unroll
-      for (int nt = 0; nt < kNTc; ++nt) {
-        const int col = kv_col0 + nt * 8 + 2 * (lane & 3);
-        if (col < p.d) {
-          *reinterpret_cast<uint32_t*>(dk + key * p.dk_ss + col) =
+        for (int nt = 0; nt < kNTc; ++nt) {
+          const uint32_t off =
+              swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, kv_col0 / 8 + nt) + 4 * (lane & 3);
+          *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemK + off) =
               arch::pack_f32x2<kBf16>(rdK[mt][nt][2 * hh] * p.scale, rdK[mt][nt][2 * hh + 1] * p.scale);
-        }
-        if (col < p.d_v) {
-          *reinterpret_cast<uint32_t*>(dv + key * p.dv_ss + col) =
+          *reinterpret_cast<uint32_t*>(smem + Cfg::kSmemV + off) =
               arch::pack_f32x2<kBf16>(rdV[mt][nt][2 * hh], rdV[mt][nt][2 * hh + 1]);
         }
       }
+    __syncthreads();
+    constexpr int kChunks = Cfg::kChunksPerRow;
+#pragma unroll 1
+    for (int i = tid; i < kBN * kChunks; i += Cfg::kThreads) {
+      const int row = i / kChunks, ch = i % kChunks, key = n0 + row;
+      if (key >= len_k()) break;  // i grows with row: every later chunk is past the keys too
+      const uint32_t off = swz::chunk_offset<kRowBytes, Cfg::kSwizzle>(row, ch);
+      if (ch * 8 < p.d)
+        *reinterpret_cast<uint4*>(dk + key * p.dk_ss + ch * 8) = *reinterpret_cast<const uint4*>(smem + Cfg::kSmemK + off);
+      if (ch * 8 < p.d_v)
+        *reinterpret_cast<uint4*>(dv + key * p.dv_ss + ch * 8) = *reinterpret_cast<const uint4*>(smem + Cfg::kSmemV + off);
     }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < kDkvMT; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int key = n0 + kv_key0 + mt * 16 + (lane >> 2) + 8 * hh;
+        if (key >= len_k()) continue;
+#pragma unroll
+        for (int nt = 0; nt < kNTc; ++nt) {
+          const int col = kv_col0 + nt * 8 + 2 * (lane & 3);
+          if (col < p.d) {
+            *reinterpret_cast<uint32_t*>(dk + key * p.dk_ss + col) =
+                arch::pack_f32x2<kBf16>(rdK[mt][nt][2 * hh] * p.scale, rdK[mt][nt][2 * hh + 1] * p.scale);
+          }
+          if (col < p.d_v) {
+            *reinterpret_cast<uint32_t*>(dv + key * p.dv_ss + col) =
+                arch::pack_f32x2<kBf16>(rdV[mt][nt][2 * hh], rdV[mt][nt][2 * hh + 1]);
+          }
+        }
+      }
+  }
 }
 
 }  // namespace flashattn::sm80
