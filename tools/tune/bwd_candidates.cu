@@ -153,9 +153,10 @@ std::span<const BwdCandidate> bwd_candidates() {
                                     .dkv_key_warps = 2, .dq_row_warps = 2}),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 128, .block_m = 128, .block_n = 128, .warps = 8, .sdp_key_warps = 4,
                                     .dkv_key_warps = 2, .dq_row_warps = 4, .sdp_slices = 2, .double_buffer = false}),
-      // D=256: the shipped one first.
-      FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
+      // D=256: the optionless tile first, as for D=64 / D=128, then the shipped kernel
+      // (dq_frag_order).
       FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256Tile),
+      FLASHATTN_SM80_BWD_CANDIDATE(kSm80BwdD256),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256, kEp)),
       FLASHATTN_SM80_BWD_CANDIDATE(with_flags(kSm80BwdD256Tile, kDqo, kV4)),
       FLASHATTN_SM80_BWD_CANDIDATE({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 8, .sdp_key_warps = 4,

@@ -258,11 +258,7 @@ inline constexpr Sm80BwdOptions kSm80BwdD64Feature{.head_dim = 64, .block_m = 12
 inline constexpr Sm80BwdOptions kSm80BwdD128Feature{.head_dim = 128, .block_m = 64, .block_n = 128, .warps = 8,
                                                     .sdp_key_warps = 4, .dkv_key_warps = 2, .dq_row_warps = 2,
                                                     .sdp_slices = 2, .window_only_pass = true};
-constexpr Sm80BwdOptions with_window_only_pass(Sm80BwdOptions o) {
-  o.window_only_pass = true;
-  return o;
-}
-inline constexpr Sm80BwdOptions kSm80BwdD256Feature = with_window_only_pass(kSm80BwdD256Tile);
+inline constexpr Sm80BwdOptions kSm80BwdD256Feature = with_flags(kSm80BwdD256Tile, &BwdOpt::window_only_pass);
 
 // Small-shared-memory kernels (bwd/select.h picks them): the tiles above need 145-162 KB, more
 // than the 99 KB a block may opt into on sm86 / sm89 parts (A10, L4, L40, RTX 30 / 40), where the

@@ -114,6 +114,17 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   return detail::check_launch("backend sm80 backward: postprocess");
 }
 
+// One head dim's shipped kernels by call: causal or not, deterministic or not (one configuration
+// may serve several of the four).
+template <class Plain, class PlainDet, class Causal, class CausalDet, class Elem>
+Status launch_bwd_by_mode(const detail::BwdParams& p, cudaStream_t stream) {
+  if (p.causal)
+    return p.deterministic ? launch_bwd<CausalDet, Elem, MaskKind::kCausal>(p, stream)
+                           : launch_bwd<Causal, Elem, MaskKind::kCausal>(p, stream);
+  return p.deterministic ? launch_bwd<PlainDet, Elem, MaskKind::kNone>(p, stream)
+                         : launch_bwd<Plain, Elem, MaskKind::kNone>(p, stream);
+}
+
 // Defined in bwd/instantiations/bwd_d{64,128,256}.cu: the shipped configuration of head dim D
 // (bwd/config.h), both mask kinds.
 template <int D, bool Bf16>

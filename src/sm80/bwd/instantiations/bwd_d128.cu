@@ -13,11 +13,7 @@ using BwdCfg128CausalDet = Sm80BwdConfig<kSm80BwdD128CausalDet>;
 
 template <class Elem>
 Status run128(const detail::BwdParams& p, cudaStream_t stream) {
-  if (p.causal)
-    return p.deterministic ? launch_bwd<BwdCfg128CausalDet, Elem, MaskKind::kCausal>(p, stream)
-                           : launch_bwd<BwdCfg128Causal, Elem, MaskKind::kCausal>(p, stream);
-  return p.deterministic ? launch_bwd<BwdCfg128Det, Elem, MaskKind::kNone>(p, stream)
-                         : launch_bwd<BwdCfg128, Elem, MaskKind::kNone>(p, stream);
+  return launch_bwd_by_mode<BwdCfg128, BwdCfg128Det, BwdCfg128Causal, BwdCfg128CausalDet, Elem>(p, stream);
 }
 
 }  // namespace

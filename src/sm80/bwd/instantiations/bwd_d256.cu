@@ -8,14 +8,12 @@ using BwdCfg256 = Sm80BwdConfig<kSm80BwdD256>;
 
 template <>
 Status run_bwd<256, true>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg256, __nv_bfloat16, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg256, __nv_bfloat16, MaskKind::kNone>(p, stream);
+  return launch_bwd_by_mode<BwdCfg256, BwdCfg256, BwdCfg256, BwdCfg256, __nv_bfloat16>(p, stream);
 }
 
 template <>
 Status run_bwd<256, false>(const detail::BwdParams& p, cudaStream_t stream) {
-  return p.causal ? launch_bwd<BwdCfg256, __half, MaskKind::kCausal>(p, stream)
-                  : launch_bwd<BwdCfg256, __half, MaskKind::kNone>(p, stream);
+  return launch_bwd_by_mode<BwdCfg256, BwdCfg256, BwdCfg256, BwdCfg256, __half>(p, stream);
 }
 
 }  // namespace flashattn::sm80

@@ -14,13 +14,12 @@ using BwdCfg64CausalDet = Sm80BwdConfig<kSm80BwdD64CausalDet>;
 
 template <class Elem>
 Status run64(const detail::BwdParams& p, cudaStream_t stream) {
-  if (p.causal)
-    return p.deterministic ? launch_bwd<BwdCfg64CausalDet, Elem, MaskKind::kCausal>(p, stream)
-                           : launch_bwd<BwdCfg64Causal, Elem, MaskKind::kCausal>(p, stream);
-  detail::DeviceInfo dev;  // cached since dispatch's lookup
-  if (Status st = detail::current_device_info(&dev); !st.ok()) return st;
-  return sm80_bwd_d64_tuned(dev.sm()) ? launch_bwd<BwdCfg64, Elem, MaskKind::kNone>(p, stream)
-                                      : launch_bwd<BwdCfg64Sm8x, Elem, MaskKind::kNone>(p, stream);
+  if (!p.causal) {
+    detail::DeviceInfo dev;  // cached since dispatch's lookup
+    if (Status st = detail::current_device_info(&dev); !st.ok()) return st;
+    if (!sm80_bwd_d64_tuned(dev.sm())) return launch_bwd<BwdCfg64Sm8x, Elem, MaskKind::kNone>(p, stream);
+  }
+  return launch_bwd_by_mode<BwdCfg64, BwdCfg64, BwdCfg64Causal, BwdCfg64CausalDet, Elem>(p, stream);
 }
 
 }  // namespace
