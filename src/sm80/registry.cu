@@ -76,12 +76,12 @@ std::span<const KernelEntry> library_varlen_feature_kernels() {
 std::string KernelEntry::name() const {
   const Sm80FwdOptions& o = options;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
+  std::snprintf(buf, sizeof buf, "d%d_m%dn%dw%d_s%d%s%s%s%s%s%s%s%s%s%s%s%s_%s", o.head_dim, o.block_m, o.block_n,
                 o.warps, o.frag_slice, o.q_in_regs ? "_q" : "", o.rf_double_buffer ? "_db" : "",
                 o.swizzle ? "" : "_nosw", o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded",
                 o.precomputed_swizzle ? "_psw" : "", o.strided_loads ? "" : "_nostrided",
-                o.lazy_rescale ? "" : "_nolazyresc", padded ? "_pad" : "", varlen ? "_varlen" : "",
-                feature ? "_feature" : "", dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
+                o.lazy_rescale ? "" : "_nolazyresc", o.o_col_split ? "_cs" : "", padded ? "_pad" : "",
+                varlen ? "_varlen" : "", feature ? "_feature" : "", dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }
 

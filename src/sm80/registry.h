@@ -43,7 +43,8 @@ struct KernelEntry {
 
   // e.g. "d128_m128n64w4_s2" plus "_q" (Q in regs), "_db" (RF double buffer), "_nosw",
   // "_lazykv", "_unfolded", "_nostrided" (StridedLoads), "_nolazyresc" (LazyRescale) for the
-  // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on, "_pad"
+  // ablation switches that are off, "_psw" when PrecomputedSwizzle (default off) is on, "_cs"
+  // for o_col_split, "_pad"
   // for the padded kernels, "_varlen" for the varlen ones, "_feature" for the feature ones.
   std::string name() const;
 };

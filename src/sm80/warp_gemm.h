@@ -68,6 +68,15 @@ struct WarpGemm {
       : q_addr(sQ, warp_row0 + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane),
         k_addr(sK, (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1, lane),
         v_addr(sV, (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4, lane) {}
+  // Cfg::kColSplit (fwd/col_split.h): column half `half` of a warp pair reads K's rows
+  // half * kNS * 8.. (its keys of S) and V's columns half * kNO * 8.. (its columns of O). Both
+  // offsets are whole swizzle periods (8 rows, 8 chunks), so they move the lane's base only.
+  __device__ __forceinline__ WarpGemm(uint32_t sQ, uint32_t sK, uint32_t sV, int warp_row0, int lane, int half)
+      : WarpGemm(sQ, sK, sV, warp_row0, lane) {
+    static_assert(Cfg::kColSplit && !Cfg::kPrecomputedSwizzle && kNO % 8 == 0, "column halves of LaneAddr tiles");
+    k_addr.row_bytes += static_cast<uint32_t>(half * kNS * 8 * Addr::kRowBytes);
+    v_addr.row_bytes += static_cast<uint32_t>(half * kNO * 8 * 2);
+  }
 
   // Q fragments of k16 step ks for all m tiles.
   __device__ __forceinline__ void load_q(uint32_t (&rq)[kMT][4], uint32_t sQ, int ks) const {
@@ -166,6 +175,28 @@ struct WarpGemm {
     pipelined_slices<kSlices, kStages>(load_slice, [&](int stage, int s) {
 #pragma unroll
       for (int j = 0; j < kSlice; ++j) mma_step<kBf16, kNO>(rO, rP[s * kSlice + j], rV[stage][j]);
+    });
+  }
+
+  // rO += P V with P's A fragments loaded by load_p(rp, ks) in the slices, beside V's
+  // (o_col_split: P comes from shared memory, fwd/col_split.h).
+  template <bool kBf16, class LoadP>
+  __device__ __forceinline__ void pv_loaded(float (&rO)[kMT][kNO][4], LoadP&& load_p, uint32_t sV) const {
+    constexpr int kSlice = Cfg::kSlicePV;
+    constexpr int kSlices = Cfg::kKStepsPV / kSlice;
+    constexpr int kStages = Cfg::kRfStages;
+    uint32_t rV[kStages][kSlice][kNO / 2][4];
+    uint32_t rP[kStages][kSlice][kMT][4];
+    auto load_slice = [&](int stage, int slice) {
+#pragma unroll
+      for (int j = 0; j < kSlice; ++j) {
+        load_p(rP[stage][j], slice * kSlice + j);
+        load_v(rV[stage][j], sV, slice * kSlice + j);
+      }
+    };
+    pipelined_slices<kSlices, kStages>(load_slice, [&](int stage, int s) {
+#pragma unroll
+      for (int j = 0; j < kSlice; ++j) mma_step<kBf16, kNO>(rO, rP[stage][j], rV[stage][j]);
     });
   }
 };

@@ -169,16 +169,8 @@ int run_bwd(const std::vector<int>& dims, const std::vector<std::string>& match)
       for (const BwdCandidate& c : sm80::bwd_candidates()) {
         if (c.options.head_dim != d) continue;
         if (first == nullptr) first = &c.options;
-        bool wanted = match.empty() || c.options == *first;
         const std::string name = c.name(), base = name.substr(0, name.rfind('_'));  // without the dtype
-        for (const std::string& m : match) {
-          // "x$": the name (without its dtype) ends with x; "x": contains it.
-          const bool at_end = !m.empty() && m.back() == '$';
-          const std::string t = at_end ? m.substr(0, m.size() - 1) : m;
-          wanted = wanted || (at_end ? base.size() >= t.size() && base.compare(base.size() - t.size(), t.size(), t) == 0
-                                     : base.find(t) != std::string::npos);
-        }
-        if (!wanted) continue;
+        if (!match.empty() && !(c.options == *first) && !name_matches(base, match)) continue;
         if (c.smem_bytes > smem_optin) {  // e.g. 192 KB tiles on an A100 (163 KB)
           if (!causal && c.bf16) std::printf("bwd: %s skipped: %d B of shared memory, the device allows %d\n",
                                              c.name().c_str(), c.smem_bytes, smem_optin);

@@ -21,6 +21,14 @@ std::span<const KernelEntry> candidate_kernels_d256() {
       FLASHATTN_SM80_ENTRIES(
           {.head_dim = 256, .block_m = 128, .block_n = 32, .warps = 8, .q_in_regs = true, .rf_double_buffer = true}),
       FLASHATTN_SM80_ENTRIES({.head_dim = 256, .block_m = 64, .block_n = 32, .warps = 4, .frag_slice = 1, .q_in_regs = true}),
+      // O's columns split over warp pairs, P through shared memory (fwd/col_split.h): each V
+      // fragment feeds two m16 tiles (docs/VERSIONS.md, sm80 part, session 33).
+      FLASHATTN_SM80_ENTRIES({.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 4, .o_col_split = true}),
+      FLASHATTN_SM80_ENTRIES(
+          {.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 4, .rf_double_buffer = true, .o_col_split = true}),
+      FLASHATTN_SM80_ENTRIES({.head_dim = 256, .block_m = 128, .block_n = 64, .warps = 8, .o_col_split = true}),
+      FLASHATTN_SM80_ENTRIES(
+          {.head_dim = 256, .block_m = 64, .block_n = 64, .warps = 4, .frag_slice = 1, .o_col_split = true}),
   };
   return k;
 }

@@ -14,6 +14,9 @@
 //   --dims LIST  (e.g. 192 or 128,192) limits --check, --tune, --grid and --bwd to these kernel head dims
 //                (--check: the (d, d_v) pairs they serve); --tune then keeps the compiled-in
 //                table's rows of every other head dim and device, so FILE is still the whole table
+//   --match LIST candidates by name without the dtype (a comma list of substrings, "x$": ends with
+//                x), plus each head dim's first: --check, --tune (whose table then picks among
+//                them only) and --bwd on a few candidates
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -60,17 +63,22 @@ using tune::str;
 // --dims names.
 std::vector<int> g_dims = {64, 128, 192, 256};
 bool g_dims_given = false;
-std::vector<std::string> g_match;  // --match: bwd candidates by name (tune::run_bwd)
+std::vector<std::string> g_match;  // --match: candidates by name (forward: candidates(), backward: tune::run_bwd)
 bool in_dims(int d) { return std::find(g_dims.begin(), g_dims.end(), d) != g_dims.end(); }
 
 ElemType elem(DType d) { return d == DType::kBFloat16 ? ElemType::kBFloat16 : ElemType::kFloat16; }
 
 // The tuning candidates (tools/tune/candidate_kernels_d*.cu), compiled into this executable.
+// The forward's candidates; with --match only those it names and each head dim's first (its
+// listed reference, both dtypes).
 std::vector<const KernelEntry*> candidates() {
   std::vector<const KernelEntry*> v;
   for (auto s : {sm80::candidate_kernels_d64(), sm80::candidate_kernels_d128(), sm80::candidate_kernels_d192(),
                  sm80::candidate_kernels_d256()})
-    for (const KernelEntry& e : s) v.push_back(&e);
+    for (const KernelEntry& e : s) {
+      const std::string name = e.name(), base = name.substr(0, name.rfind('_'));  // without the dtype
+      if (g_match.empty() || e.options == s.front().options || tune::name_matches(base, g_match)) v.push_back(&e);
+    }
   return v;
 }
 

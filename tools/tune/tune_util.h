@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace flashattn::tune {
@@ -26,6 +27,19 @@ double time_ms(F&& fn, int warmup = 3, int iters = 10) {
   for (auto& e : ev) cudaEventDestroy(e);
   std::sort(t.begin(), t.end());
   return t[iters / 2];
+}
+
+// --match: whether a candidate's name without its dtype suffix (`base`) is wanted, i.e. contains
+// one of `match`'s strings, or ends with one given as "x$".
+inline bool name_matches(const std::string& base, const std::vector<std::string>& match) {
+  for (const std::string& m : match) {
+    const bool at_end = !m.empty() && m.back() == '$';
+    const std::string t = at_end ? m.substr(0, m.size() - 1) : m;
+    if (at_end ? base.size() >= t.size() && base.compare(base.size() - t.size(), t.size(), t) == 0
+               : base.find(t) != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace flashattn::tune

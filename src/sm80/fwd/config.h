@@ -29,6 +29,13 @@ struct Sm80FwdOptions {
   // online softmax keeps a stale row max (and skips rescaling O) until some row of the warp
   // would see probabilities above 2^8: softmax.h
   bool lazy_rescale = true;
+  // O's head-dim columns split over a pair of warps (FlashAttention-2's warps split only rows):
+  // warps form (warps / 2) row groups x 2 column halves. Both warps of a pair own the same query
+  // rows; each computes S for half of the block's keys, they agree on the row maxima through
+  // shared memory, write P there, and each multiplies the whole P by its half of V's columns.
+  // Every V fragment then feeds two m16 tiles instead of one: fewer shared-memory bytes per
+  // mma at D=256, where 16-row warps leave the kernel bound by shared memory (col_split.h).
+  bool o_col_split = false;
 
   constexpr bool operator==(const Sm80FwdOptions&) const = default;
 };
@@ -49,6 +56,7 @@ struct Sm80FwdConfig {
   static constexpr bool kPrecomputedSwizzle = O.precomputed_swizzle;
   static constexpr bool kStridedLoads = O.strided_loads;
   static constexpr bool kLazyRescale = O.lazy_rescale;
+  static constexpr bool kColSplit = O.o_col_split;
   // Serves only calls whose head dims are kHeadDim (Sm80FwdPadded below serves the others).
   static constexpr bool kPadded = false;
   // Dense (B, S, H, D) batches; Sm80FwdVarlen below serves packed variable-length ones.
@@ -58,11 +66,14 @@ struct Sm80FwdConfig {
 
   static constexpr int kThreads = kWarps * 32;
   // Warps split the M dimension only; each warp owns kMTiles consecutive m16 row tiles and
-  // reads all of K and V.
-  static constexpr int kMTiles = kBlockM / (16 * kWarps);
+  // reads all of K and V. ColSplit: warp pairs split M, the two warps of a pair the keys of S
+  // and the columns of O (kColHalves = 2): each reads half of K and half of V's columns.
+  static constexpr int kColHalves = kColSplit ? 2 : 1;
+  static constexpr int kWarpsM = kWarps / kColHalves;
+  static constexpr int kMTiles = kBlockM / (16 * kWarpsM);
   static constexpr int kWarpRows = kMTiles * 16;
-  static constexpr int kNTilesS = kBlockN / 8;     // n8 tiles of S per m-tile
-  static constexpr int kNTilesO = kHeadDim / 8;    // n8 tiles of O per m-tile
+  static constexpr int kNTilesS = kBlockN / 8 / kColHalves;   // n8 tiles of S per m-tile
+  static constexpr int kNTilesO = kHeadDim / 8 / kColHalves;  // n8 tiles of O per m-tile
   static constexpr int kKStepsQK = kHeadDim / 16;  // k16 steps of S = Q K^T
   static constexpr int kKStepsPV = kBlockN / 16;   // k16 steps of O += P V
   static constexpr int kSliceQK = (kFragSlice == 0 || kFragSlice > kKStepsQK) ? kKStepsQK : kFragSlice;
@@ -74,14 +85,27 @@ struct Sm80FwdConfig {
   static constexpr int kSmemQ = kBlockM * kHeadDim * kElemBytes;
   static constexpr int kSmemK = kBlockN * kHeadDim * kElemBytes;
   static constexpr int kSmemV = kSmemK;
-  static constexpr int kSmemBytes = kSmemQ + kSmemK + kSmemV;
+  // ColSplit: the block's P (BlockM x BlockN), then the pairs' row maxima and row sums
+  // (float [2][2][BlockM]: statistic, column half, row).
+  static constexpr int kSmemP = kColSplit ? kBlockM * kBlockN * kElemBytes : 0;
+  static constexpr int kSmemPairStats = kColSplit ? 2 * 2 * kBlockM * 4 : 0;
+  static constexpr int kSmemBytes = kSmemQ + kSmemK + kSmemV + kSmemP + kSmemPairStats;
   // Opt-in shared memory per block on H100/H200; a smaller device's limit (163 KB on A100) is
   // checked at launch (registry.cu launch_entry).
   static constexpr int kSmemLimitSm90 = 227 * 1024;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256 || kHeadDim == 192,
                 "head dim: the 8-row XOR swizzle needs >= 8 chunks and a multiple of 8 chunks");
-  static_assert(kBlockM % (16 * kWarps) == 0 && kMTiles >= 1, "BlockM must be a multiple of 16*Warps");
+  static_assert(kBlockM % (16 * kWarpsM) == 0 && kMTiles >= 1, "BlockM must be a multiple of 16*Warps");
+  // ColSplit (col_split.h): a pair needs its own named barrier (ids 1..4); each half of S is
+  // whole 16-key K fragments; a P row is 8 16-B chunks (one swizzle period); each half of O is
+  // whole 8-chunk swizzle periods of V's rows; the P store and the epilogue rely on the barrier
+  // between QK^T and PV (EagerKV) and on Q read from shared memory (the epilogue stages O in Q's
+  // rows, which both warps of a pair read); the lane addresses are LaneAddr's.
+  static_assert(!kColSplit || (kWarps % 2 == 0 && kWarpsM <= 4 && kBlockN == 64 && kHeadDim % 128 == 0 &&
+                               kEagerKV && kLazyRescale && !kQInRegs && !kPrecomputedSwizzle),
+                "o_col_split: 2, 4, 6 or 8 warps, BlockN 64, head dim 128 or 256, eager K/V, lazy rescale, "
+                "Q in shared memory, no precomputed swizzle");
   static_assert(kBlockN % 16 == 0, "BlockN must be a multiple of 16");
   static_assert(kFragSlice >= 0 && (kFragSlice == 0 || kKStepsPV % kSlicePV == 0),
                 "FragSlice must divide the k16 steps");

@@ -19,6 +19,7 @@
 #include "arch/ldmatrix.h"
 #include "common/mask.h"
 #include "common/params.h"
+#include "sm80/fwd/col_split.h"
 #include "sm80/fwd/epilogue.h"
 #include "sm80/fwd/kernel_args.h"
 #include "sm80/fwd/softmax.h"
@@ -71,7 +72,9 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
   const int head = blockIdx.y, batch = blockIdx.z;
   const int kv_head = head / p.h_ratio;
   const int m0 = m_block * kBM;
-  const int warp_row0 = warp * Cfg::kWarpRows;
+  // o_col_split (fwd/col_split.h): a pair of warps owns the rows; the warp's half its keys of S.
+  const int warp_row0 = (Cfg::kColSplit ? warp >> 1 : warp) * Cfg::kWarpRows;
+  const int warp_key0 = Cfg::kColSplit ? (warp & 1) * (kBN / 2) : 0;
 
   // The lengths the mask and the loads see: the call's (dense) or the sequence's (varlen), and
   // the tensors from row 0 of this block (q, o), of this batch or sequence (k, v).
@@ -157,6 +160,7 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
     n_end = n_block_end32(mask, m0, rows_valid, kBN);
   }
   Epilogue<Cfg, Elem> epi{smem, warp_row0, lane};
+  if constexpr (Cfg::kColSplit) epi.half = warp & 1;
   bool no_keys;
   if constexpr (kLocal) {
     no_keys = n_end <= local.lo;
@@ -185,7 +189,14 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
     qk_cols = kv_loader.chunk_below(p.d);
     v_cols = kv_loader.chunk_below(p.d_v);
   }
-  const WarpGemm<Cfg> gemm(sQ, sK, sV, warp_row0, lane);
+  const WarpGemm<Cfg> gemm = [&] {
+    if constexpr (Cfg::kColSplit) {
+      return WarpGemm<Cfg>(sQ, sK, sV, warp_row0, lane, warp & 1);
+    } else {
+      return WarpGemm<Cfg>(sQ, sK, sV, warp_row0, lane);
+    }
+  }();
+  [[maybe_unused]] const std::conditional_t<Cfg::kColSplit, WarpPair<Cfg>, NoWarpPair> pair(smem, warp, lane);
 
   float rO[kMT][kNO][4];
 #pragma unroll
@@ -303,7 +314,7 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
         // block (this lane's first element), then per score an FADD of a constant and an FFMA on
         // its absolute value (exact while distances stay below 2^24).
         const float diag0 =
-            static_cast<float>(m0 + warp_row0 + (lane >> 2) + diag_offset() - (n * kBN + 2 * (lane & 3)));
+            static_cast<float>(m0 + warp_row0 + (lane >> 2) + diag_offset() - (n * kBN + warp_key0 + 2 * (lane & 3)));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -347,19 +358,24 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
     }
     if constexpr (Cfg::kFeature) modify_scores(rS, n);
     if constexpr (kMask) {
-      mask_fragment<16>(lengths(), rS, m0 + warp_row0 + (lane >> 2), n * kBN + 2 * (lane & 3));
+      mask_fragment<16>(lengths(), rS, m0 + warp_row0 + (lane >> 2), n * kBN + warp_key0 + 2 * (lane & 3));
     }
     if constexpr (Cfg::kFeature && kBf16) {
       if (p.softcap_scale < 0.f)  // softcap's bound as the max (kernel_args.h)
         softmax.step_bounded(rS, p.scale_log2);
+      else if constexpr (Cfg::kColSplit)
+        softmax.step_pair(rS, rO, p.scale_log2, pair);
       else
         softmax.step(rS, rO, p.scale_log2);
+    } else if constexpr (Cfg::kColSplit) {
+      softmax.step_pair(rS, rO, p.scale_log2, pair);
     } else {
       softmax.step(rS, rO, p.scale_log2);
     }
-    uint32_t rP[Cfg::kKStepsPV][kMT][4];
+    // This warp's P (o_col_split: its half of the keys).
+    uint32_t rP[kNS / 2][kMT][4];
 #pragma unroll
-    for (int ks = 0; ks < Cfg::kKStepsPV; ++ks)
+    for (int ks = 0; ks < kNS / 2; ++ks)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         rP[ks][mt][0] = arch::pack_f32x2<kBf16>(rS[mt][2 * ks][0], rS[mt][2 * ks][1]);
@@ -371,7 +387,12 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
       arch::cp_async_wait<0>();
       __syncthreads();
     }
-    gemm.template pv<kBf16>(rO, rP, sV);
+    if constexpr (Cfg::kColSplit) {
+      pair.store_p(rP);  // then waits for the partner's half
+      gemm.template pv_loaded<kBf16>(rO, [&](uint32_t(&rp)[kMT][4], int ks) { pair.load_p(rp, ks); }, sV);
+    } else {
+      gemm.template pv<kBf16>(rO, rP, sV);
+    }
     if constexpr (!Cfg::kEagerKV) __syncthreads();  // K/V buffers are refilled next iteration
   };
 
@@ -388,6 +409,7 @@ __device__ __forceinline__ void sm80_fwd_block(const Args& p) {
   }
 
   float inv[kMT][2], lse[kMT][2];
+  if constexpr (Cfg::kColSplit) pair.add_partner_sums(softmax.row_sum);
   softmax.finalize(inv, lse, p.scale_log2);
   if constexpr (Cfg::kVarlen) varlen_out();
   // (varlen: the block's row count recomputed from shared memory, not held through the loop)

@@ -117,11 +117,24 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         mx[mt][h] = tile_row_max(rS, mt, h, row_max[mt][h]);
-        // In the log2 domain; -inf - -inf (nothing visible yet) is NaN and compares false.
-        const float d = Cfg::kFoldedExp2 ? (mx[mt][h] - row_max[mt][h]) * scale_log2 : mx[mt][h] - row_max[mt][h];
-        grow |= d > kLazyMaxLog2;
+        grow |= grows(mx[mt][h], row_max[mt][h], scale_log2);
       }
     }
+    lazy_apply(mx, grow, rS, rO, scale_log2);
+  }
+
+  // Whether new max m_new moves a row past the lazy bound (log2 domain; -inf - -inf, nothing
+  // visible yet, is NaN and compares false).
+  __device__ __forceinline__ static bool grows(float m_new, float m_old, float scale_log2) {
+    const float d = Cfg::kFoldedExp2 ? (m_new - m_old) * scale_log2 : m_new - m_old;
+    return d > kLazyMaxLog2;
+  }
+
+  // step_lazy once the rows' new maxima mx are known, grow: whether this lane's rows pass the
+  // bound: rescale if any row of the warp does, then exponentiate.
+  template <int kNS, int kNO>
+  __device__ __forceinline__ void lazy_apply(const float (&mx)[kMT][2], bool grow, float (&rS)[kMT][kNS][4],
+                                             float (&rO)[kMT][kNO][4], float scale_log2) {
     if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -142,6 +155,31 @@ struct OnlineSoftmax {
         row_sum[mt][h] += exp_and_sum(rS, mt, h, exp2_offset(row_max[mt][h], scale_log2), scale_log2);
       }
     }
+  }
+
+  // step() of the o_col_split configurations (fwd/col_split.h): each warp of a pair holds half
+  // of a row's keys, so the row maxima are the pair's (both warps then take the same lazy
+  // decision and write P relative to the same max). Lazy rescaling only: the pair's maxima are
+  // exchanged once per block either way, and the tuner measures only the default.
+  template <class Pair, int kNS, int kNO>
+  __device__ __forceinline__ void step_pair(float (&rS)[kMT][kNS][4], float (&rO)[kMT][kNO][4], float scale_log2,
+                                            const Pair& pair) {
+    static_assert(Cfg::kLazyRescale, "o_col_split takes the lazy rescale");
+    scale_unfolded(rS, scale_log2);
+    float mx[kMT][2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) mx[mt][h] = tile_row_max(rS, mt, h, row_max[mt][h]);
+    }
+    pair.max_rows(mx);
+    bool grow = false;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) grow |= grows(mx[mt][h], row_max[mt][h], scale_log2);
+    }
+    lazy_apply(mx, grow, rS, rO, scale_log2);
   }
 
   // What exp2's argument subtracts for row max m (times scale_log2 when folded). A row with no
