@@ -24,6 +24,7 @@ struct TunedRow {
   int max_seqlen;
   int block_m, block_n, warps, frag_slice;
   bool q_in_regs, rf_double_buffer;
+  bool o_col_split;  // O's columns over warp pairs (fwd/col_split.h)
 
   // The kernel configuration the row names: its block shape and RF knobs, every ablation
   // switch at its Sm80FwdOptions default.
@@ -34,7 +35,8 @@ struct TunedRow {
             .warps = warps,
             .frag_slice = frag_slice,
             .q_in_regs = q_in_regs,
-            .rf_double_buffer = rf_double_buffer};
+            .rf_double_buffer = rf_double_buffer,
+            .o_col_split = o_col_split};
   }
 };
 

@@ -18,12 +18,12 @@ namespace flashattn::sm80 {
 
 namespace tuned_table_detail {
 inline constexpr TunedRow kRowsAndSentinel[] = {
-#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, max_s, bm, bn, w, sl, qr, db) \
-  {sm, detail::ElemType::dt, d, causal, max_s, bm, bn, w, sl, qr, db},
+#define FLASHATTN_SM80_TUNED(sm, dt, d, causal, max_s, bm, bn, w, sl, qr, db, cs) \
+  {sm, detail::ElemType::dt, d, causal, max_s, bm, bn, w, sl, qr, db, cs},
 #include "sm80/tuned_table.inc"
 #undef FLASHATTN_SM80_TUNED
     // keeps the array non-empty when the table is; not part of kTunedRows
-    {0, detail::ElemType::kFloat16, 0, false, 0, 0, 0, 0, 0, false, false},
+    {0, detail::ElemType::kFloat16, 0, false, 0, 0, 0, 0, 0, false, false, false},
 };
 }  // namespace tuned_table_detail
 

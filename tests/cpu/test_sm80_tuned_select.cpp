@@ -23,7 +23,7 @@ constexpr ElemType kFp16 = ElemType::kFloat16;
 
 // A row for (sm 90, bf16, D 128, causal) with bound `max_s`; `tag` (block_n) tells rows apart.
 constexpr TunedRow row(int max_s, int tag, int sm = 90, ElemType dt = kBf16, int d = 128, bool causal = true) {
-  return {sm, dt, d, causal, max_s, 128, tag, 4, 2, false, false};
+  return {sm, dt, d, causal, max_s, 128, tag, 4, 2, false, false, false};
 }
 
 const auto kAll = [](const TunedRow&) { return true; };

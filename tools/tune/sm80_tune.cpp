@@ -220,7 +220,7 @@ int run_tune(const std::string& path) {
   // The whole file, so the output can replace src/sm80/tuned_table.inc as it is.
   out << "// Tuned sm80-family configurations, written by `flashattn-sm80-tune --tune FILE` (tools/tune) and\n"
          "// read by sm80/tuned_table.h. Row: FLASHATTN_SM80_TUNED(sm (major*10+minor), dtype, head_dim, causal,\n"
-         "//   max_seqlen, block_m, block_n, warps, frag_slice, q_in_regs, rf_double_buffer)\n"
+         "//   max_seqlen, block_m, block_n, warps, frag_slice, q_in_regs, rf_double_buffer, o_col_split)\n"
          "// A row applies when max(Sq, Sk) <= max_seqlen (0 = unbounded); for a call, dispatch takes the\n"
          "// matching row with the smallest such bound (sequence-length buckets; see sm80/tuned_select.h).\n"
          "// The library instantiates the kernel of every row (and the head-dim defaults; sm80/tuned_table.h),\n"
@@ -284,10 +284,11 @@ int run_tune(const std::string& path) {
           }
           char buf[320];
           std::snprintf(buf, sizeof buf,
-                        "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s)  // %s ms at S %s\n", sm,
+                        "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)  // %s ms at S %s\n", sm,
                         dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false", max_seqlen,
                         best->options.block_m, best->options.block_n, best->options.warps, best->options.frag_slice,
                         best->options.q_in_regs ? "true" : "false", best->options.rf_double_buffer ? "true" : "false",
+                        best->options.o_col_split ? "true" : "false",
                         best->name().c_str(), times.c_str());
           out << buf;
           std::printf("best: %s", buf);
@@ -303,10 +304,11 @@ int run_tune(const std::string& path) {
       if (r.sm == sm && in_dims(r.head_dim)) continue;
       char buf[200];
       std::snprintf(buf, sizeof buf,
-                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s)  // kept from the previous table\n",
+                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)  // kept from the previous table\n",
                     r.sm, r.dtype == ElemType::kBFloat16 ? "kBFloat16" : "kFloat16", r.head_dim,
                     r.causal ? "true" : "false", r.max_seqlen, r.block_m, r.block_n, r.warps, r.frag_slice,
-                    r.q_in_regs ? "true" : "false", r.rf_double_buffer ? "true" : "false");
+                    r.q_in_regs ? "true" : "false", r.rf_double_buffer ? "true" : "false",
+                    r.o_col_split ? "true" : "false");
       out << buf;
     }
   }
