@@ -81,7 +81,8 @@ std::string KernelEntry::name() const {
                 o.swizzle ? "" : "_nosw", o.eager_kv ? "" : "_lazykv", o.folded_exp2 ? "" : "_unfolded",
                 o.precomputed_swizzle ? "_psw" : "", o.strided_loads ? "" : "_nostrided",
                 o.lazy_rescale ? "" : "_nolazyresc", o.o_col_split ? "_cs" : "", padded ? "_pad" : "",
-                varlen ? "_varlen" : "", feature ? "_feature" : "", dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
+                varlen ? "_varlen" : "", feature ? "_feature" : "",
+                dtype == detail::ElemType::kBFloat16 ? "bf16" : "fp16");
   return buf;
 }
 

@@ -304,7 +304,8 @@ int run_tune(const std::string& path) {
       if (r.sm == sm && in_dims(r.head_dim)) continue;
       char buf[200];
       std::snprintf(buf, sizeof buf,
-                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)  // kept from the previous table\n",
+                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)"
+                    "  // kept from the previous table\n",
                     r.sm, r.dtype == ElemType::kBFloat16 ? "kBFloat16" : "kFloat16", r.head_dim,
                     r.causal ? "true" : "false", r.max_seqlen, r.block_m, r.block_n, r.warps, r.frag_slice,
                     r.q_in_regs ? "true" : "false", r.rf_double_buffer ? "true" : "false",

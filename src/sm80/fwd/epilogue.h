@@ -69,7 +69,8 @@ struct Epilogue {
 #pragma unroll
         for (int nt = 0; nt < kNO; ++nt) {
           const uint32_t v = arch::pack_f32x2<kBf16>(rO[mt][nt][2 * h] * inv[mt][h], rO[mt][nt][2 * h + 1] * inv[mt][h]);
-          *reinterpret_cast<uint32_t*>(smem + SmemTile<Cfg>::chunk_offset(r, Cfg::kColSplit ? half_chunk(nt) : nt) + 4 * (lane & 3)) = v;
+          const int c = Cfg::kColSplit ? half_chunk(nt) : nt;
+          *reinterpret_cast<uint32_t*>(smem + SmemTile<Cfg>::chunk_offset(r, c) + 4 * (lane & 3)) = v;
         }
         if constexpr (Cfg::kColSplit) {
           if (gLse != nullptr && (lane & 3) == 0 && half == 0 && r < rows_valid) gLse[r] = lse[mt][h];
