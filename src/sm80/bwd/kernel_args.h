@@ -66,7 +66,11 @@ struct Sm80BwdPreArgs {
   const float* lse = nullptr;  // (B, Hq, sq), natural log
   float* lse_log2 = nullptr;
   float* dsum = nullptr;
-  int b = 0, hq = 0, sq = 0, sq_pad = 0, d_v = 0;
+  // The dQ accumulator, zeroed here row by row (acc_cols floats a row: the kernel's head dim)
+  // instead of by a memset of its own, as the varlen preprocess does: the writes overlap the
+  // O / dO reads.
+  float* dq_zero = nullptr;
+  int b = 0, hq = 0, sq = 0, sq_pad = 0, d_v = 0, acc_cols = 0;
 };
 
 // Varlen preprocess / postprocess: one CTA per (head, padded block) of the scratch

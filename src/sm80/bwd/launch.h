@@ -75,7 +75,10 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   const size_t rows = static_cast<size_t>(p.b) * p.hq * sq_pad;
   detail::BwdScratch ws(rows, rows * Cfg::kHeadDim, p.deterministic ? static_cast<size_t>(p.b) * p.hq * num_m : 0);
   detail::StreamScratch scratch;
-  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward"); !st.ok()) return st;
+  // The preprocess zeroes the dQ accumulator (only the turn counters are memset).
+  if (Status st = detail::acquire_bwd_scratch(ws, scratch, stream, "backend sm80 backward", /*zero_dq=*/false);
+      !st.ok())
+    return st;
 
   Sm80BwdPreArgs pre;
   pre.dout = p.dout;
@@ -88,7 +91,13 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   pre.sq = p.sq;
   pre.sq_pad = sq_pad;
   pre.d_v = p.d_v;
-  sm80_bwd_preprocess<Elem><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(pre);
+  pre.dq_zero = ws.dq_accum;
+  pre.acc_cols = Cfg::kHeadDim;
+  auto pre_kernel = p.d_v <= 64 ? &sm80_bwd_preprocess<Elem, 8>
+                    : p.d_v <= 128 ? &sm80_bwd_preprocess<Elem, 16>
+                                   : &sm80_bwd_preprocess<Elem, 32>;
+  const size_t pre_rows_per_block = p.d_v <= 64 ? 32 : p.d_v <= 128 ? 16 : 8;
+  pre_kernel<<<static_cast<unsigned>((rows + pre_rows_per_block - 1) / pre_rows_per_block), 256, 0, stream>>>(pre);
   Status s = detail::check_launch("backend sm80 backward: preprocess");
   if (!s.ok()) return s;
 

@@ -2,9 +2,10 @@
 // instruction). They do what the sm90 ones (sm90/bwd/prepost.h) do, over this family's scratch
 // layout (bwd/kernel_args.h): the sm90 postprocess reads its accumulator in that kernel's thread
 // order, so only the preprocess would be shareable, and it lives under sm90/.
-// Preprocess (one warp per row): dsum = rowsum(dO * O) in fp32, and the forward's lse in log2
-// units, +inf for rows that see no key (lse = -inf) and for the padding rows up to sq_pad, so the
-// main kernel's P = exp2(S * scale_log2 - lse_log2) is exactly 0 there without a test.
+// Preprocess (8-32 lanes per row by d_v): dsum = rowsum(dO * O) in fp32, the row's dQ accumulator
+// zeroed, and the forward's lse in log2 units, +inf for rows that see no key (lse = -inf) and for
+// the padding rows up to sq_pad, so the main kernel's P = exp2(S * scale_log2 - lse_log2) is
+// exactly 0 there without a test.
 // Postprocess: dq = scale * (the fp32 accumulator) into the caller's strided dq.
 #pragma once
 
@@ -30,12 +31,13 @@ __device__ __forceinline__ float2 elem2_to_float2(uint32_t x) {
   }
 }
 
-// One warp's row: this lane's part of rowsum(dO * O) over d_v columns (the caller reduces across
-// the warp). Rows are 16-B aligned and d_v a multiple of 8 (validation): one uint4 is 8 elements.
-template <class Elem>
+// One row's part for this lane of the kLanes that share the row: rowsum(dO * O) over d_v columns
+// (the caller reduces across the kLanes). Rows are 16-B aligned and d_v a multiple of 8
+// (validation): one uint4 is 8 elements.
+template <class Elem, int kLanes = 32>
 __device__ __forceinline__ float row_dot_lane(const Elem* po, const Elem* pd, int d_v, int lane) {
   float acc = 0.f;
-  for (int c = 8 * lane; c < d_v; c += 256) {
+  for (int c = 8 * lane; c < d_v; c += 8 * kLanes) {
     const uint4 xo = *reinterpret_cast<const uint4*>(po + c);
     const uint4 xd = *reinterpret_cast<const uint4*>(pd + c);
     const uint32_t wo[4] = {xo.x, xo.y, xo.z, xo.w}, wd[4] = {xd.x, xd.y, xd.z, xd.w};
@@ -86,24 +88,32 @@ __device__ __forceinline__ void store_dq8_pairs(const float* src, float scale, E
   }
 }
 
-template <class Elem>
+// kLanes lanes per row (8 for d_v <= 64, 16 up to 128, 32 above: launch.h), so that no lane of a
+// short row idles and a block covers 256 / kLanes rows.
+template <class Elem, int kLanes>
 __global__ void __launch_bounds__(256) sm80_bwd_preprocess(const Sm80BwdPreArgs a) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, m) over sq_pad
-  const int lane = threadIdx.x % 32;
-  if (row >= static_cast<int64_t>(a.b) * a.hq * a.sq_pad) return;
+  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32);
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x) / kLanes;  // (b, h, m) over sq_pad
+  const int lane = threadIdx.x % kLanes;
+  const bool in_range = row < static_cast<int64_t>(a.b) * a.hq * a.sq_pad;
   const int m = static_cast<int>(row % a.sq_pad);
   const int64_t bh = row / a.sq_pad;
   const int h = static_cast<int>(bh % a.hq), b = static_cast<int>(bh / a.hq);
   float acc = 0.f;
   float lse2 = INFINITY;
-  if (m < a.sq) {
-    acc = row_dot_lane(static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h),
-                       static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h), a.d_v, lane);
+  if (in_range && m < a.sq) {
+    acc = row_dot_lane<Elem, kLanes>(static_cast<const Elem*>(a.o.ptr) + a.o.offset(b, m, h),
+                                     static_cast<const Elem*>(a.dout.ptr) + a.dout.offset(b, m, h), a.d_v, lane);
     lse2 = lse_to_log2(a.lse[bh * a.sq + m]);
   }
+  if (in_range) {
+    float4* z = reinterpret_cast<float4*>(a.dq_zero + row * a.acc_cols);
+    for (int c = lane; c < a.acc_cols / 4; c += kLanes) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // Every lane of the warp takes part (no early return): a warp's rows may straddle the end.
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) {
+  for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (in_range && lane == 0) {
     a.dsum[row] = acc;
     a.lse_log2[row] = lse2;
   }
