@@ -14,8 +14,9 @@ namespace flashattn::tune {
 // each passing candidate at S = 2k..16k (B = 16k / S, H = 2048 / D, bf16, causal and not), plain
 // ("bwd" rows) and deterministic ("bwd-det"), with the fastest per (mode, D, causal, S). Returns
 // 0 when every candidate passed its gate. A non-empty `match` keeps only the candidates whose
-// name (without the dtype) contains one of its strings ("x$": ends with x), and each head dim's first (the reference bwd_rel.py divides
-// by): a short call for a few new candidates.
+// name (without the dtype) contains one of its strings ("x$": ends with x; tune::name_matches),
+// and each head dim's first (the reference bwd_rel.py divides by): a short call for a few new
+// candidates.
 int run_bwd(const std::vector<int>& dims, const std::vector<std::string>& match = {});
 
 }  // namespace flashattn::tune

@@ -93,10 +93,12 @@ Status launch_bwd(const detail::BwdParams& p, cudaStream_t stream) {
   pre.d_v = p.d_v;
   pre.dq_zero = ws.dq_accum;
   pre.acc_cols = Cfg::kHeadDim;
-  auto pre_kernel = p.d_v <= 64 ? &sm80_bwd_preprocess<Elem, 8>
-                    : p.d_v <= 128 ? &sm80_bwd_preprocess<Elem, 16>
-                                   : &sm80_bwd_preprocess<Elem, 32>;
-  const size_t pre_rows_per_block = p.d_v <= 64 ? 32 : p.d_v <= 128 ? 16 : 8;
+  // Lanes per row by d_v (prepost.h); a 256-thread block covers 256 / lanes rows.
+  const int pre_lanes = p.d_v <= 64 ? 8 : p.d_v <= 128 ? 16 : 32;
+  auto pre_kernel = pre_lanes == 8    ? &sm80_bwd_preprocess<Elem, 8>
+                    : pre_lanes == 16 ? &sm80_bwd_preprocess<Elem, 16>
+                                      : &sm80_bwd_preprocess<Elem, 32>;
+  const size_t pre_rows_per_block = 256 / pre_lanes;
   pre_kernel<<<static_cast<unsigned>((rows + pre_rows_per_block - 1) / pre_rows_per_block), 256, 0, stream>>>(pre);
   Status s = detail::check_launch("backend sm80 backward: preprocess");
   if (!s.ok()) return s;

@@ -69,6 +69,7 @@ struct Epilogue {
 #pragma unroll
         for (int nt = 0; nt < kNO; ++nt) {
           const uint32_t v = arch::pack_f32x2<kBf16>(rO[mt][nt][2 * h] * inv[mt][h], rO[mt][nt][2 * h + 1] * inv[mt][h]);
+          // (half_chunk(nt) alone, nt without o_col_split, changed the other kernels' PTX)
           const int c = Cfg::kColSplit ? half_chunk(nt) : nt;
           *reinterpret_cast<uint32_t*>(smem + SmemTile<Cfg>::chunk_offset(r, c) + 4 * (lane & 3)) = v;
         }
