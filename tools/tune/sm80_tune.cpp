@@ -208,6 +208,16 @@ constexpr int kNumTuneSeqlens = int(std::size(kTuneSeqlens));
 std::map<std::tuple<int, int, bool, int>, const KernelEntry*> g_winners;
 
 
+// Row r as tuned_table.inc spells it: the FLASHATTN_SM80_TUNED(...) call, without its comment.
+std::string tuned_row_call(const sm80::TunedRow& r) {
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)", r.sm,
+                r.dtype == ElemType::kBFloat16 ? "kBFloat16" : "kFloat16", r.head_dim, b(r.causal), r.max_seqlen,
+                r.block_m, r.block_n, r.warps, r.frag_slice, b(r.q_in_regs), b(r.rf_double_buffer), b(r.o_col_split));
+  return buf;
+}
+
 int run_tune(const std::string& path) {
   int dev = 0, major = 0, minor = 0;
   cudaGetDevice(&dev);
@@ -282,16 +292,12 @@ int run_tune(const std::string& path) {
             std::snprintf(t, sizeof t, "%s%d: %.3f", k == i ? "" : ", ", kTuneSeqlens[k], win_ms[k]);
             times += t;
           }
-          char buf[320];
-          std::snprintf(buf, sizeof buf,
-                        "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)  // %s ms at S %s\n", sm,
-                        dt == DType::kBFloat16 ? "kBFloat16" : "kFloat16", d, causal ? "true" : "false", max_seqlen,
-                        best->options.block_m, best->options.block_n, best->options.warps, best->options.frag_slice,
-                        best->options.q_in_regs ? "true" : "false", best->options.rf_double_buffer ? "true" : "false",
-                        best->options.o_col_split ? "true" : "false",
-                        best->name().c_str(), times.c_str());
-          out << buf;
-          std::printf("best: %s", buf);
+          const sm80::Sm80FwdOptions& o = best->options;
+          const sm80::TunedRow row{sm, elem(dt), d, causal, max_seqlen, o.block_m, o.block_n, o.warps,
+                                   o.frag_slice, o.q_in_regs, o.rf_double_buffer, o.o_col_split};
+          const std::string line = tuned_row_call(row) + "  // " + best->name() + " ms at S " + times + "\n";
+          out << line;
+          std::printf("best: %s", line.c_str());
           i = j;
         }
       }
@@ -302,15 +308,7 @@ int run_tune(const std::string& path) {
   if (g_dims_given) {
     for (const sm80::TunedRow& r : sm80::kTunedRows) {
       if (r.sm == sm && in_dims(r.head_dim)) continue;
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "FLASHATTN_SM80_TUNED(%d, %s, %d, %s, %d, %d, %d, %d, %d, %s, %s, %s)"
-                    "  // kept from the previous table\n",
-                    r.sm, r.dtype == ElemType::kBFloat16 ? "kBFloat16" : "kFloat16", r.head_dim,
-                    r.causal ? "true" : "false", r.max_seqlen, r.block_m, r.block_n, r.warps, r.frag_slice,
-                    r.q_in_regs ? "true" : "false", r.rf_double_buffer ? "true" : "false",
-                    r.o_col_split ? "true" : "false");
-      out << buf;
+      out << tuned_row_call(r) << "  // kept from the previous table\n";
     }
   }
   return out.good() ? 0 : 1;
